@@ -1,0 +1,242 @@
+"""Event vocabulary (SPEC 3), the envelope (SPEC 1) and message shapes (SPEC 5.1)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NoReturn
+
+from .errors import AdmissionError
+from .jsonvalue import FrozenDict, NotJsonError, as_int, freeze
+
+__all__ = [
+    "CORE_TYPES",
+    "EVENT_KEYS",
+    "KNOWN_TYPES",
+    "RETIRED_TYPES",
+    "ROW_TAGS",
+    "SESSION_FORMAT_VERSION",
+    "SURFACE_TYPES",
+    "Event",
+    "check_envelope",
+    "check_message_shape",
+    "describe",
+    "freeze_event",
+    "message_of",
+]
+
+SESSION_FORMAT_VERSION = 0
+
+# A committed event: a read-only mapping with the on-disk (camelCase) keys.
+Event = Mapping[str, Any]
+
+SURFACE_TYPES: frozenset[str] = frozenset(
+    {"user/message", "context/message", "assistant/message", "tool/result"}
+)
+CORE_TYPES: frozenset[str] = SURFACE_TYPES | {
+    "turn/start",
+    "turn/end",
+    "step/start",
+    "step/end",
+    "assistant/chunk",
+    "tool/call",
+    "todo/write",
+    "request/header",
+    "request/context",
+    "session/end-seed",
+    "compaction/start",
+    "compaction/summary",
+    "compaction/end",
+    "compaction/prune",
+}
+_PLUGIN_TYPES = (
+    "agent-preset/selected", "agent/inbox/spliced", "approval/asked", "approval/decided",
+    "approval/policy", "command/run", "command/done", "feedback/record", "goal/change",
+    "hook/invoked", "hook/result", "llm/retry", "llm/retry-started", "permission/preset",
+    "plan/mode", "sandbox/mode", "schedule/change", "session/title", "session/title-llm-request",
+    "subagent/descriptor", "team/member", "team/task", "team/message/queued",
+    "team/message/delivered", "tool/code-dispatch", "tool/code-dispatch-start",
+    "tool-workflow/agent-start", "tool-workflow/agent-end", "tool-workflow/run-start",
+    "tool-workflow/run-end", "web/deepseek-search-llm-request",
+)
+KNOWN_TYPES: frozenset[str] = CORE_TYPES | frozenset(_PLUGIN_TYPES)
+RETIRED_TYPES: frozenset[str] = frozenset({"request/header-delta", "mode/set"})
+ROW_TAGS: frozenset[str] = frozenset({"text-chunks", "reasoning-chunks", "tool-call-chunks"})
+
+# On-disk key order of an event (SPEC 7.1); no other top-level key is allowed.
+EVENT_KEYS: tuple[str, ...] = (
+    "type",
+    "seq",
+    "time",
+    "data",
+    "sourceEventSeqs",
+    "surfaceOp",
+    "ignorable",
+)
+_EVENT_KEY_SET = frozenset(EVENT_KEYS)
+_INT_KEYS = ("seq", "time")
+
+
+def describe(event: Any) -> str:
+    """`seq N TYPE` for error messages, with whatever of the two is known."""
+    if not isinstance(event, Mapping):
+        return "event"
+    seq, kind = as_int(event.get("seq")), event.get("type")
+    parts = [f"seq {seq}" if seq is not None else "", kind if isinstance(kind, str) else ""]
+    return " ".join(p for p in parts if p) or "event"
+
+
+def _fail(code: str, event: Any, message: str) -> NoReturn:
+    seq = as_int(event.get("seq")) if isinstance(event, Mapping) else None
+    kind = event.get("type") if isinstance(event, Mapping) else None
+    raise AdmissionError(
+        f"{describe(event)}: {message}",
+        code=code,
+        seq=seq,
+        event_type=kind if isinstance(kind, str) else None,
+    )
+
+
+def _normalise_op(op: Any) -> Any:
+    if isinstance(op, Mapping) and "start" in op and "end" in op:
+        start, end = as_int(op["start"]), as_int(op["end"])
+        if start is not None and end is not None:
+            return {**op, "start": start, "end": end}
+    return op
+
+
+def freeze_event(raw: Any) -> FrozenDict:
+    """Check that every value of `raw` is JSON and return a read-only copy in on-disk key
+    order, with integral floats in `seq`, `time`, `sourceEventSeqs` and replace endpoints
+    converted to int. Unknown keys are kept so that the envelope check can name them.
+
+    Raises:
+        AdmissionError: `envelope-invalid` if `raw` is not a mapping, `data-not-json` for
+            a value that is not JSON.
+    """
+    if type(raw) is FrozenDict:
+        return raw
+    if not isinstance(raw, Mapping):
+        _fail("envelope-invalid", raw, f"an event must be a JSON object, not {type(raw).__name__}")
+    ordered: dict[str, Any] = {}
+    for key in EVENT_KEYS:
+        if key in raw:
+            ordered[key] = raw[key]
+    for key in raw:
+        if key not in _EVENT_KEY_SET:
+            ordered[key] = raw[key]
+    for key in _INT_KEYS:
+        if key in ordered and (value := as_int(ordered[key])) is not None:
+            ordered[key] = value
+    sources = ordered.get("sourceEventSeqs")
+    if isinstance(sources, list):
+        ordered["sourceEventSeqs"] = [n if (n := as_int(v)) is not None else v for v in sources]
+    if "surfaceOp" in ordered:
+        ordered["surfaceOp"] = _normalise_op(ordered["surfaceOp"])
+    try:
+        frozen: FrozenDict = freeze(ordered, "event")
+    except NotJsonError as err:
+        _fail("data-not-json", raw, f"{err.where.removeprefix('event.')}: {err.reason}")
+    return frozen
+
+
+def check_envelope(event: Mapping[str, Any]) -> None:
+    """SPEC 1 and the retired types of SPEC 3. `seq`, `surfaceOp` and `sourceEventSeqs`
+    values are the surface planner's business (SPEC 4.1).
+
+    Raises:
+        AdmissionError: `envelope-invalid` or `legacy-unsupported`.
+    """
+    extra = [k for k in event if k not in _EVENT_KEY_SET]
+    if extra:
+        _fail("envelope-invalid", event, f"unexpected top-level key {extra[0]!r}; "
+              f"expected only {', '.join(EVENT_KEYS)}")
+    kind = event.get("type")
+    if not isinstance(kind, str) or not kind:
+        _fail("envelope-invalid", event, f"type must be a non-empty string, got {kind!r}")
+    if "time" not in event or as_int(event["time"]) is None:
+        _fail("envelope-invalid", event,
+              f"time must be an integer (epoch ms), got {event.get('time', '<missing>')!r}")
+    if "data" not in event:
+        _fail("envelope-invalid", event, "the data key is missing (use null for no data)")
+    if "ignorable" in event and event["ignorable"] is not True:
+        _fail("envelope-invalid", event,
+              f"ignorable may only be the literal true, got {event['ignorable']!r}")
+    if kind in ROW_TAGS:
+        _fail("envelope-invalid", event,
+              f"type {kind!r} is reserved for packed chunk rows of the JSONL format")
+    data = event["data"]
+    if kind in RETIRED_TYPES or (
+        kind == "request/header" and isinstance(data, Mapping) and data.get("reason") == "fallback"
+    ):
+        what = f"{kind} with reason 'fallback'" if kind == "request/header" else kind
+        _fail("legacy-unsupported", event, f"{what} is retired and can no longer be read")
+
+
+def message_of(event: Mapping[str, Any]) -> Any:
+    """The Message a surface event carries: `data` for user and context messages,
+    `data.message` for assistant messages and tool results (None if absent)."""
+    data = event.get("data")
+    if event.get("type") in ("assistant/message", "tool/result"):
+        return data.get("message") if isinstance(data, Mapping) else None
+    return data
+
+
+def _nonempty_str(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def check_message_shape(event: Mapping[str, Any]) -> None:
+    """SPEC 5.1, for the four surface types (other types pass).
+
+    Raises:
+        AdmissionError: `message-unidentified`, `message-role`, `message-source`,
+            `message-content`, `tool-result-shape` or `tool-call-id-mismatch`.
+    """
+    kind = event.get("type")
+    if kind not in SURFACE_TYPES:
+        return
+    where = "data" if kind in ("user/message", "context/message") else "data.message"
+    msg = message_of(event)
+    if not isinstance(msg, Mapping):
+        _fail("message-unidentified", event, f"{where} must be a message object, got {msg!r}")
+    if not _nonempty_str(msg.get("id")):
+        _fail("message-unidentified", event,
+              f"{where}.id must be a non-empty string, got {msg.get('id', '<missing>')!r}")
+    role = "assistant" if kind == "assistant/message" else "user"
+    if msg.get("role") != role:
+        _fail("message-role", event,
+              f"{where}.role must be {role!r}, got {msg.get('role', '<missing>')!r}")
+    source = msg.get("source")
+    if not isinstance(source, Mapping) or not _nonempty_str(source.get("kind")):
+        _fail("message-source", event,
+              f"{where}.source.kind must be a non-empty string, got {source!r}")
+    content = msg.get("content")
+    if not isinstance(content, list):
+        _fail("message-content", event, f"{where}.content must be a list, got {content!r}")
+    if kind == "assistant/message":
+        if not (
+            source.get("kind") == "model"
+            and _nonempty_str(source.get("provider"))
+            and _nonempty_str(source.get("model"))
+        ):
+            _fail("message-source", event,
+                  f"{where}.source must be {{kind: 'model', provider, model}} with non-empty "
+                  f"strings, got {source!r}")
+    elif kind == "tool/result":
+        call_id = source.get("callId")
+        if source.get("kind") != "tool" or not isinstance(call_id, str):
+            _fail("tool-result-shape", event,
+                  f"{where}.source must be {{kind: 'tool', callId}}, got {source!r}")
+        block = content[0] if len(content) == 1 else None
+        if not (
+            isinstance(block, Mapping)
+            and block.get("type") == "tool-result"
+            and isinstance(block.get("content"), list)
+        ):
+            _fail("tool-result-shape", event,
+                  f"{where}.content must be exactly one tool-result block whose content is a "
+                  f"list, got {len(content)} block(s)")
+        if block.get("toolCallId") != call_id:
+            _fail("tool-call-id-mismatch", event,
+                  f"tool-result toolCallId {block.get('toolCallId')!r} != source.callId "
+                  f"{call_id!r}")

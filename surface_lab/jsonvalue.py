@@ -1,0 +1,166 @@
+"""JSON values (SPEC 1): checking, integer normalisation, read-only views and JSON equality."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, NoReturn
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_SAFE_INTEGER",
+    "FrozenDict",
+    "FrozenList",
+    "NotJsonError",
+    "as_int",
+    "freeze",
+    "json_equal",
+    "thaw",
+]
+
+MAX_SAFE_INTEGER = 2**53 - 1
+# Deeper values are refused with a clean error rather than a RecursionError (SPEC 1).
+MAX_DEPTH = 400
+
+
+def _read_only(self: object, *args: object, **kwargs: object) -> NoReturn:
+    raise TypeError(f"{type(self).__name__} is read-only: events in a log never change")
+
+
+class FrozenDict(dict[str, Any]):
+    """A read-only JSON object. A `dict` subclass, so JSON encoders and `==` work as usual;
+    `.copy()` gives a plain, mutable dict."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __ior__ = _read_only
+    clear = pop = popitem = setdefault = update = _read_only
+
+    def __copy__(self) -> FrozenDict:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenDict:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenDict, (dict(self),))
+
+    def __repr__(self) -> str:
+        return f"FrozenDict({dict.__repr__(self)})"
+
+
+class FrozenList(list[Any]):
+    """A read-only JSON array. A `list` subclass for the same reasons as `FrozenDict`."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only
+    append = extend = insert = pop = remove = clear = sort = reverse = _read_only
+
+    def __copy__(self) -> FrozenList:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenList:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenList, (list(self),))
+
+    def __repr__(self) -> str:
+        return f"FrozenList({list.__repr__(self)})"
+
+
+class NotJsonError(ValueError):
+    """A value is not JSON; `where` is a path such as `data.content[0].text`."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(f"{where}: {reason}")
+        self.where = where
+        self.reason = reason
+
+
+def as_int(value: Any) -> int | None:
+    """The value as a safe integer (integral floats converted), or None if it is not one.
+
+    A bool is never an integer here.
+    """
+    if type(value) is int:
+        return value if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER else None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        if value.is_integer() and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return int(value)
+        return None
+    if isinstance(value, int):  # int subclasses such as IntEnum
+        return as_int(int(value))
+    return None
+
+
+def freeze(value: Any, where: str = "data") -> Any:
+    """Check that `value` is JSON and return a read-only deep copy of it.
+
+    Raises:
+        NotJsonError: for tuples, sets, bytes, non-str keys, NaN, ±Infinity, other objects,
+            or nesting deeper than MAX_DEPTH.
+    """
+    return _freeze(value, where, 0)
+
+
+def _freeze(value: Any, where: str, depth: int) -> Any:
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return value
+    if kind is int:
+        return value
+    if kind is float:
+        if not math.isfinite(value):
+            raise NotJsonError(where, f"{value!r} is not a JSON number")
+        return value
+    if kind is FrozenDict or kind is FrozenList:
+        return value  # already checked when it was frozen
+    if depth >= MAX_DEPTH:
+        raise NotJsonError(where, f"nested deeper than {MAX_DEPTH} levels")
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise NotJsonError(where, f"object key {key!r} is not a string")
+            out[key] = _freeze(item, f"{where}.{key}", depth + 1)
+        return FrozenDict(out)
+    if isinstance(value, list):
+        return FrozenList(
+            [_freeze(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)]
+        )
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return _freeze(float(value), where, depth)
+    if isinstance(value, Mapping):
+        return _freeze(dict(value), where, depth)
+    raise NotJsonError(where, f"a {type(value).__name__} is not a JSON value")
+
+
+def thaw(value: Any) -> Any:
+    """A plain, mutable deep copy of a JSON value (frozen views become dicts and lists)."""
+    if isinstance(value, dict):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [thaw(v) for v in value]
+    return value
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """JSON equality (SPEC 4.1 step 7): unordered object keys, ordered arrays, numbers by
+    value, and a boolean never equal to a number."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(v, b[k]) for k, v in a.items())
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, str) and isinstance(b, str):
+        return a == b
+    return a is None and b is None

@@ -1,0 +1,67 @@
+"""Message derivation (SPEC 5 and 10): what the model sees, projected from surface events."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+from .events import SURFACE_TYPES, message_of
+from .legacy import upgrade_events
+from .surface import fold_surface
+
+__all__ = ["DerivedMessages", "derive_messages", "project_message"]
+
+
+class DerivedMessages(tuple[Any, ...]):
+    """The messages the model sees, in order. `mode` is `"surface"` when they come from the
+    surface and `"linear"` when the legacy scan of an unmarked log produced them."""
+
+    mode: Literal["surface", "linear"]
+
+    def __new__(
+        cls, messages: Iterable[Any], mode: Literal["surface", "linear"] = "surface"
+    ) -> DerivedMessages:
+        self = super().__new__(cls, messages)
+        self.mode = mode
+        return self
+
+    def __repr__(self) -> str:
+        return f"DerivedMessages(mode={self.mode!r}, {list(self)!r})"
+
+
+def project_message(event: Mapping[str, Any]) -> Any:
+    """The message one surface event gives the model, or None (an assistant message with
+    empty content gives none)."""
+    message = message_of(event)
+    if event.get("type") == "assistant/message":
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if not content:
+            return None
+    return message
+
+
+def derive_messages(
+    events: Sequence[Mapping[str, Any]], *, session_id: str = "unknown"
+) -> DerivedMessages:
+    """The model's messages for a raw event list (SPEC 10).
+
+    Legacy shapes are upgraded in memory first. When no event carries `surfaceOp` but some
+    surface-type event exists, every message event is projected in log order without
+    surface checks (`mode == "linear"`); otherwise the surface is folded and its nodes are
+    projected (`mode == "surface"`).
+
+    Args:
+        events: the log, seqs from 0.
+        session_id: used only to mint ids for pre-identity legacy messages.
+
+    Raises:
+        AdmissionError: when the surface fold finds a violation.
+    """
+    upgraded = upgrade_events(events, session_id=session_id).events
+    marked = any("surfaceOp" in e for e in upgraded)
+    if not marked and any(e.get("type") in SURFACE_TYPES for e in upgraded):
+        picked = (project_message(e) for e in upgraded if e.get("type") in SURFACE_TYPES)
+        return DerivedMessages((m for m in picked if m is not None), "linear")
+    nodes = fold_surface(upgraded).nodes
+    picked = (project_message(upgraded[seq]) for seq in nodes)
+    return DerivedMessages((m for m in picked if m is not None), "surface")

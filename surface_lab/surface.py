@@ -1,0 +1,389 @@
+"""The surface (SPEC 4): one planner for every admission rule, full replay and the
+incremental view.
+
+`plan_event` checks a candidate and returns a frozen `Plan` without touching any state;
+`apply_plan` is the only code that changes a node list. Live append, seeding, loading,
+`fold_surface` and the replay stepper all go through these two functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any, NamedTuple, NoReturn, overload
+
+from .errors import AdmissionError
+from .events import (
+    SURFACE_TYPES,
+    Event,
+    check_envelope,
+    check_message_shape,
+    describe,
+    freeze_event,
+)
+from .jsonvalue import as_int, json_equal
+
+__all__ = [
+    "FoldResult",
+    "IncrementalSurface",
+    "NodesView",
+    "Plan",
+    "Replacement",
+    "apply_plan",
+    "fold_surface",
+    "plan_event",
+]
+
+# Plan kinds.
+LOG_ONLY, APPEND, REPLACE = 0, 1, 2
+
+Lookup = Callable[[int], "Mapping[str, Any] | None"]
+
+
+class Plan(NamedTuple):
+    """What admitting one event would do. `start_pos`/`end_pos` index the node list the
+    plan was made against; `shadowed` are the seqs a replace removes, in surface order."""
+
+    seq: int
+    kind: int
+    start_pos: int = -1
+    end_pos: int = -1
+    shadowed: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Replacement:
+    """One committed replace: event `seq` took the place of `shadowed_seqs` (surface order),
+    the run named by `start` .. `end`."""
+
+    seq: int
+    start: int
+    end: int
+    shadowed_seqs: list[int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "start": self.start,
+            "end": self.end,
+            "shadowed_seqs": list(self.shadowed_seqs),
+        }
+
+
+@dataclass(slots=True)
+class FoldResult:
+    """The surface after replaying a log: fresh `nodes` and every replace in log order."""
+
+    nodes: list[int] = field(default_factory=list)
+    replacements: list[Replacement] = field(default_factory=list)
+
+    @property
+    def replace_generation(self) -> int:
+        return len(self.replacements)
+
+
+def _fail(code: str, event: Mapping[str, Any], message: str) -> NoReturn:
+    kind = event.get("type")
+    raise AdmissionError(
+        f"{describe(event)}: {message}",
+        code=code,
+        seq=as_int(event.get("seq")),
+        event_type=kind if isinstance(kind, str) else None,
+    )
+
+
+def _content_only(data: Any) -> Any:
+    """The tool-result rewrite normalisation of SPEC 4.1 step 7 (None if `data` is not an
+    object holding an object `message`)."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("message"), Mapping):
+        return None
+    message = data["message"]
+    content = message.get("content")
+    first = content[0] if isinstance(content, list) and content else {}
+    if isinstance(first, Mapping):
+        first = {**first, "content": None}
+    return {**data, "message": {**message, "content": [first]}}
+
+
+def plan_event(
+    nodes: Sequence[int],
+    event: Mapping[str, Any],
+    *,
+    seq: int,
+    lookup: Lookup,
+    full: bool = True,
+) -> Plan:
+    """Check `event` as the one to get `seq` on top of `nodes`; change nothing.
+
+    With `full`, the envelope (SPEC 1) and message shape (SPEC 5.1) are checked first;
+    then the surface rules of SPEC 4.1 in their order, the first failure winning.
+    `fold_surface` passes `full=False`: it checks only SPEC 4.
+
+    Args:
+        nodes: the current surface.
+        event: the candidate; a mapping with on-disk keys.
+        seq: the seq the event must carry.
+        lookup: earlier event by seq (for the tool-result rewrite rule), None if unknown.
+        full: also check the envelope and the message shape.
+
+    Raises:
+        AdmissionError: with the code of the first rule broken.
+    """
+    if full:
+        check_envelope(event)
+        check_message_shape(event)
+    # 1. seq
+    got = as_int(event.get("seq"))
+    if got is None or got != seq:
+        _fail("seq-not-contiguous", event,
+              f"seq must be {seq} (the next position in the log), got "
+              f"{event.get('seq', '<missing>')!r}")
+    # 2. log-only types
+    kind = event.get("type")
+    if not (isinstance(kind, str) and kind in SURFACE_TYPES):
+        if "surfaceOp" in event:
+            _fail("surface-op-forbidden", event,
+                  f"surfaceOp is only allowed on surface types, got {event['surfaceOp']!r}")
+        if "sourceEventSeqs" in event:
+            _fail("sources-forbidden", event, "sourceEventSeqs is only allowed on surface types")
+        return Plan(seq, LOG_ONLY)
+    # 3. the surface marker
+    if "surfaceOp" not in event:
+        _fail("surface-op-missing", event,
+              'a surface event needs surfaceOp "append" or {op: "replace", start, end}')
+    op = event["surfaceOp"]
+    if op == "append" and isinstance(op, str):
+        plan = Plan(seq, APPEND)
+    elif isinstance(op, Mapping):
+        start, end = as_int(op.get("start")), as_int(op.get("end"))
+        if (
+            op.keys() != {"op", "start", "end"}
+            or op["op"] != "replace"
+            or start is None
+            or end is None
+            or start < 0
+            or end < 0
+        ):
+            _fail("replace-op-invalid", event,
+                  f'surfaceOp must be exactly {{op: "replace", start, end}} with integer '
+                  f"ends >= 0, got {dict(op)!r}")
+        # 4. endpoints, found by position in the current nodes
+        try:
+            start_pos = nodes.index(start)
+        except ValueError:
+            _fail("replace-start-missing", event,
+                  f"replace start {start} is not on the surface ({len(nodes)} entries)")
+        try:
+            end_pos = nodes.index(end)
+        except ValueError:
+            _fail("replace-end-missing", event,
+                  f"replace end {end} is not on the surface ({len(nodes)} entries)")
+        if start_pos > end_pos:
+            _fail("replace-range-reversed", event,
+                  f"replace start {start} is at surface position {start_pos}, after end {end} "
+                  f"at position {end_pos}")
+        plan = Plan(seq, REPLACE, start_pos, end_pos, tuple(nodes[start_pos : end_pos + 1]))
+    else:
+        _fail("surface-op-invalid", event,
+              f'surfaceOp must be "append" or a replace object, got {op!r}')
+    # 5. provenance
+    sources = event.get("sourceEventSeqs")
+    if "sourceEventSeqs" in event:
+        if not isinstance(sources, list):
+            _fail("sources-not-array", event,
+                  f"sourceEventSeqs must be an array of seqs, got {sources!r}")
+        if not sources and kind != "assistant/message":
+            _fail("sources-empty", event,
+                  "sourceEventSeqs is [] (only assistant/message may cite an empty stream); "
+                  "leave it out if the sources were not recorded")
+        cited: list[int] = []
+        for i, value in enumerate(sources):
+            n = as_int(value)
+            if n is None or n < 0:
+                _fail("sources-invalid-seq", event,
+                      f"sourceEventSeqs[{i}] must be an integer seq >= 0, got {value!r}")
+            cited.append(n)
+        if len(set(cited)) != len(cited):
+            dup = next(n for i, n in enumerate(cited) if n in cited[:i])
+            _fail("sources-duplicate", event, f"sourceEventSeqs cites {dup} more than once")
+        later = [n for n in cited if n >= seq]
+        if later:
+            _fail("sources-not-earlier", event,
+                  f"sourceEventSeqs cites {later[0]}, not earlier than this event ({seq})")
+    else:
+        cited = []
+    if plan.kind == APPEND:
+        return plan
+    # 6. a replace cites everything it shadows
+    cited_set = set(cited)
+    missing = [n for n in plan.shadowed if n not in cited_set]
+    if missing:
+        _fail("replace-sources-incomplete", event,
+              f"sourceEventSeqs must cite every shadowed seq; missing {missing}")
+    # 7. a tool/result replace rewrites one tool/result's content only
+    if kind == "tool/result":
+        if len(plan.shadowed) != 1:
+            _fail("tool-result-rewrite-count", event,
+                  f"a tool/result replace must shadow exactly one entry, not "
+                  f"{len(plan.shadowed)} ({list(plan.shadowed)})")
+        target = lookup(plan.shadowed[0])
+        target_type = target.get("type") if target is not None else None
+        if target is None or target_type != "tool/result":
+            _fail("tool-result-rewrite-target", event,
+                  f"a tool/result replace must shadow a tool/result, but seq "
+                  f"{plan.shadowed[0]} is {target_type or 'unknown'}")
+        mine, theirs = _content_only(event.get("data")), _content_only(target.get("data"))
+        if mine is None or theirs is None or not json_equal(mine, theirs):
+            _fail("tool-result-rewrite-fields", event,
+                  f"a tool/result replace may change only the tool-result content; it differs "
+                  f"from seq {plan.shadowed[0]} elsewhere (turn, step, error, meta, id, role, "
+                  f"source, toolCallId or isError)")
+    return plan
+
+
+def apply_plan(nodes: list[int], plan: Plan) -> list[int]:
+    """Apply a successful plan. An append extends `nodes` in place; a replace returns a
+    new list, so views handed out earlier keep the surface they were taken from."""
+    if plan.kind == APPEND:
+        nodes.append(plan.seq)
+        return nodes
+    if plan.kind == REPLACE:
+        return [*nodes[: plan.start_pos], plan.seq, *nodes[plan.end_pos + 1 :]]
+    return nodes
+
+
+def _window_lookup(events: Sequence[Mapping[str, Any]], base: int) -> Lookup:
+    def lookup(seq: int) -> Mapping[str, Any] | None:
+        k = seq - base
+        return events[k] if 0 <= k < len(events) else None
+
+    return lookup
+
+
+def fold_surface(events: Sequence[Mapping[str, Any]], *, base: int = 0) -> FoldResult:
+    """Replay a log (or a window of one starting at seq `base`) and return its surface.
+
+    Only the surface rules of SPEC 4 are checked; the first violation raises.
+
+    Raises:
+        AdmissionError: with the code of the first rule broken.
+    """
+    if not isinstance(events, Sequence):
+        events = list(events)
+    lookup = _window_lookup(events, base)
+    nodes: list[int] = []
+    replacements: list[Replacement] = []
+    for k, event in enumerate(events):
+        if not isinstance(event, Mapping):
+            raise AdmissionError(f"seq {base + k}: an event must be a JSON object",
+                                 code="envelope-invalid", seq=base + k)
+        plan = plan_event(nodes, event, seq=base + k, lookup=lookup, full=False)
+        if plan.kind == REPLACE:
+            shadowed = list(plan.shadowed)
+            replacements.append(Replacement(plan.seq, shadowed[0], shadowed[-1], shadowed))
+        nodes = apply_plan(nodes, plan)
+    return FoldResult(nodes, replacements)
+
+
+class NodesView(Sequence[int]):
+    """A read-only snapshot of the surface nodes, made in O(1).
+
+    It shares the manager's list: appends only extend that list past this view's length,
+    and replaces build a new list, so the snapshot never changes.
+    """
+
+    __slots__ = ("_len", "_list")
+
+    def __init__(self, nodes: list[int], length: int) -> None:
+        self._list = nodes
+        self._len = length
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return self._list[: self._len][index]
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError("surface node index out of range")
+        return self._list[index]
+
+    def __iter__(self) -> Iterator[int]:
+        return islice(self._list, self._len)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (NodesView, list, tuple)):
+            return len(other) == self._len and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to lists, so unhashable like them
+
+    def __repr__(self) -> str:
+        return f"NodesView({list(self)})"
+
+
+class IncrementalSurface:
+    """The session's surface: one ordered `list[int]` of seqs and a replace generation.
+
+    `check` plans a candidate without applying it; the owner commits that same plan with
+    `_commit` after it has appended the event to the log, so nothing is checked twice.
+    Reading `nodes` costs O(1); committing k events costs O(k) plus the splice of each
+    replace.
+    """
+
+    __slots__ = ("_base", "_generation", "_log", "_nodes", "_view")
+
+    def __init__(self, log: Sequence[Event], *, base: int = 0) -> None:
+        self._log = log
+        self._base = base
+        self._nodes: list[int] = []
+        self._generation = 0
+        self._view: NodesView | None = None
+
+    @property
+    def nodes(self) -> NodesView:
+        """The seqs the model sees, in order (a read-only snapshot)."""
+        if self._view is None:
+            self._view = NodesView(self._nodes, len(self._nodes))
+        return self._view
+
+    @property
+    def replace_generation(self) -> int:
+        """How many replaces have been committed."""
+        return self._generation
+
+    def _lookup(self, seq: int) -> Event | None:
+        k = seq - self._base
+        return self._log[k] if 0 <= k < len(self._log) else None
+
+    def check(self, event: Mapping[str, Any]) -> Plan:
+        """Plan `event` as the next one of the log, with every rule; change nothing.
+
+        Raises:
+            AdmissionError: with the code of the first rule broken.
+        """
+        return plan_event(
+            self._nodes,
+            freeze_event(event),
+            seq=self._base + len(self._log),
+            lookup=self._lookup,
+        )
+
+    def _commit(self, plan: Plan) -> None:
+        """Apply a plan from `check`, once its event is the last one of the log."""
+        if plan.seq != self._base + len(self._log) - 1:
+            raise RuntimeError(f"plan for seq {plan.seq} is stale; the log ends at "
+                               f"{self._base + len(self._log) - 1}")
+        if plan.kind == LOG_ONLY:
+            return
+        self._nodes = apply_plan(self._nodes, plan)
+        self._view = None
+        if plan.kind == REPLACE:
+            self._generation += 1
