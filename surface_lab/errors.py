@@ -20,6 +20,7 @@ class SurfaceLabError(Exception):
         line: the 1-based physical line (header = 1), when known.
         seq: the seq of the event concerned, when known.
         event_type: the type of the event concerned, when known.
+        detail: the message without its location prefix.
     """
 
     def __init__(
@@ -31,9 +32,11 @@ class SurfaceLabError(Exception):
         line: int | None = None,
         seq: int | None = None,
         event_type: str | None = None,
+        detail: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
+        self.detail = detail if detail is not None else message
         self.code = code
         self.path = path
         self.line = line

@@ -93,6 +93,7 @@ def _fail(code: str, event: Any, message: str) -> NoReturn:
         code=code,
         seq=seq,
         event_type=kind if isinstance(kind, str) else None,
+        detail=message,
     )
 
 

@@ -39,15 +39,12 @@ def _invalid(field: str, value: Any, expected: str) -> NoReturn:
     )
 
 
-def check_header(raw: Any, *, fixture: bool = False) -> FrozenDict:
+def check_header(raw: Any) -> FrozenDict:
     """Check a header and return it in canonical key order (integers normalised; the JSONL
     `type` key and unknown keys dropped). A missing `delegationDepth` is allowed here;
-    stores that resume a session refuse it themselves.
-
-    Args:
-        raw: the header mapping.
-        fixture: the lenient check of dsh's snapshot fixtures: `cwd` need not be absolute
-            and string fields may hold `{{placeholder}}` text.
+    stores that resume a session refuse it themselves. As in dsh's snapshot fixtures, a
+    string field may hold `{{placeholder}}` text, and a `cwd` holding one need not be
+    absolute.
 
     Raises:
         UnsupportedFormatError: `format-unsupported` for a numeric version other than 0.
@@ -83,7 +80,7 @@ def check_header(raw: Any, *, fixture: bool = False) -> FrozenDict:
     out["createdAt"] = created
     if "cwd" in raw:
         cwd = raw["cwd"]
-        if not isinstance(cwd, str) or not (cwd.startswith("/") or fixture):
+        if not isinstance(cwd, str) or not (cwd.startswith("/") or is_placeholder(cwd)):
             _invalid("cwd", cwd, "an absolute path string (starting with /)")
         out["cwd"] = cwd
     for key in ("parentSession", "agentPreset"):
@@ -99,7 +96,7 @@ def check_header(raw: Any, *, fixture: bool = False) -> FrozenDict:
             out[key] = n
     if "origin" in raw:
         origin = raw["origin"]
-        if origin != "subagent" and not (fixture and is_placeholder(origin)):
+        if origin != "subagent" and not is_placeholder(origin):
             _invalid("origin", origin, "'subagent' (the only origin)")
         out["origin"] = origin
     return FrozenDict({k: out[k] for k in HEADER_KEYS if k in out})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any, NoReturn
@@ -13,6 +14,7 @@ __all__ = [
     "FrozenList",
     "NotJsonError",
     "as_int",
+    "dumps",
     "freeze",
     "json_equal",
     "thaw",
@@ -139,6 +141,17 @@ def _freeze(value: Any, where: str, depth: int) -> Any:
     if isinstance(value, Mapping):
         return _freeze(dict(value), where, depth)
     raise NotJsonError(where, f"a {type(value).__name__} is not a JSON value")
+
+
+def dumps(value: Any) -> bytes:
+    """Compact JSON as UTF-8 (no `\\u` escapes for non-ASCII, keys in insertion order)."""
+    import orjson
+
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # integers beyond 64 bits: the standard library writes them exactly
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return text.encode()
 
 
 def thaw(value: Any) -> Any:

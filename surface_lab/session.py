@@ -69,6 +69,9 @@ class Session:
             ends with `session/end-seed`, that marker is appended after it.
         header: the session header; by default `{version: 0, id, createdAt: now}`.
         clock: returns the time in epoch ms for appended events (default: the wall clock).
+        sink: called with each checked event before it is committed (the end-seed marker
+            and every later append, not the seed); if it raises, nothing is committed.
+            Stores use it to write ahead.
 
     Raises:
         AdmissionError: for a bad header or seed; a seed failure keeps the inner code and
@@ -82,6 +85,7 @@ class Session:
         header: Mapping[str, Any] | None = None,
         *,
         clock: Callable[[], int] | None = None,
+        sink: Callable[[Event], None] | None = None,
     ) -> None:
         if not isinstance(id, str) or not id:
             raise AdmissionError(f"a session id must be a non-empty string, got {id!r}",
@@ -105,21 +109,26 @@ class Session:
         self._messages = DerivedMessages(())
         self._messages_key = (0, 0)  # (replace generation, node count) they were built at
         self._first_live_seq = 0
+        self._sink: Callable[[Event], None] | None = None
         if seed is not None:
             self._seed(seed)
+        self._sink = sink
+        if seed is not None:
+            self._end_seed()
 
     def _seed(self, seed: Iterable[Mapping[str, Any]]) -> None:
-        last: Event | None = None
         for index, raw in enumerate(seed):
             try:
-                last = self._admit(raw)
+                self._admit(raw)
             except AdmissionError as err:
                 raise AdmissionError(
                     f"invalid seed event at index {index}: {err}",
-                    code=err.code, seq=err.seq, event_type=err.event_type,
+                    code=err.code, seq=err.seq, event_type=err.event_type, detail=err.detail,
                 ) from err
         self._first_live_seq = len(self._log)
-        if last is None or last.get("type") != "session/end-seed":
+
+    def _end_seed(self) -> None:
+        if not self._log or self._log[-1]["type"] != "session/end-seed":
             self._admit({"type": "session/end-seed", "seq": len(self._log),
                          "time": self._clock(), "data": {}})
 
@@ -127,6 +136,8 @@ class Session:
         """Check one event against every rule and commit it; nothing changes on failure."""
         event = freeze_event(raw)
         plan = self._surface.check(event)
+        if self._sink is not None:
+            self._sink(event)
         self._log.append(event)
         self._surface._commit(plan)
         return event

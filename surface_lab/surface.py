@@ -90,6 +90,7 @@ def _fail(code: str, event: Mapping[str, Any], message: str) -> NoReturn:
         code=code,
         seq=as_int(event.get("seq")),
         event_type=kind if isinstance(kind, str) else None,
+        detail=message,
     )
 
 

@@ -1,0 +1,272 @@
+"""The `surface-lab` command (SPEC 13). Exit codes: 0 success or valid, 1 invalid, refused
+or failed, 2 usage error. Bad input never prints a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from .errors import StorageError, SurfaceLabError
+from .read import LogReading, read_log
+from .storage.base import Problem, Store
+from .storage.jsonl import JsonlStore
+from .storage.sqlite import SqliteStore, is_sqlite_file
+
+__all__ = ["main"]
+
+_SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+
+def _out(text: str = "", stream: TextIO | None = None) -> None:
+    print(text, file=stream or sys.stdout)
+
+
+def _sessions_in(path: Path) -> list[str | None]:
+    """Every session a path holds: one None for a single log file."""
+    if is_sqlite_file(path):
+        with SqliteStore(path, read_only=True) as db:
+            return list(db.list())
+    if path.is_dir() and not any((path / n).is_file() for n in ("session.jsonl",
+                                                                "session.jsonl.zstd")):
+        return list(JsonlStore(path).list())
+    return [None]
+
+
+def _label(path: Path, session_id: str | None) -> str:
+    return str(path) if session_id is None else f"{path}#{session_id}"
+
+
+# -- validate ----------------------------------------------------------------------------
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    failed = False
+    for name in args.paths:
+        path = Path(name)
+        try:
+            sessions = _sessions_in(path)
+        except SurfaceLabError as err:
+            _out(str(Problem.from_error(err, path=name)))
+            failed = True
+            continue
+        if not sessions:
+            _out(f"{name}: note: empty-store: holds no session")
+        for session_id in sessions:
+            try:
+                log = read_log(path, session_id=session_id)
+            except SurfaceLabError as err:
+                _out(str(Problem.from_error(err, path=_label(path, session_id))))
+                failed = True
+                continue
+            for problem in log.problems:
+                _out(str(problem))
+            failed |= not log.valid
+            verdict = "valid" if log.valid else "INVALID"
+            _out(f"{_label(path, session_id)}: {verdict}: {len(log.events)} events, "
+                 f"{len(log.fold.nodes)} surface entries, {log.form} form", sys.stderr)
+    return 1 if failed else 0
+
+
+# -- surface -----------------------------------------------------------------------------
+
+
+def cmd_surface(args: argparse.Namespace) -> int:
+    log = read_log(args.path, session_id=args.session)
+    notes = [str(p) for p in log.problems]
+    if log.mode == "linear":
+        notes.append(f"{args.path}: note: linear-fallback: nodes are the legacy linear scan")
+    if args.json:
+        _out(json.dumps({
+            "nodes": log.fold.nodes,
+            "replacements": [r.to_json() for r in log.fold.replacements],
+            "replace_generation": log.fold.replace_generation,
+            "form": log.form,
+            "notes": notes,
+        }, ensure_ascii=False))
+    else:
+        for note in notes:
+            _out(note, sys.stderr)
+        _out(f"nodes ({len(log.fold.nodes)}): {log.fold.nodes}")
+        _out(f"replace generation: {log.fold.replace_generation}")
+        for r in log.fold.replacements:
+            kind = log.events[r.seq]["type"]
+            _out(f"  seq {r.seq} {kind} replaced {r.start}..{r.end}: shadowed {r.shadowed_seqs}")
+    return 0 if log.valid else 1
+
+
+# -- repair ------------------------------------------------------------------------------
+
+
+def _store_for(path: Path, *, create: bool = False) -> Store:
+    if is_sqlite_file(path) or (create and path.suffix in _SQLITE_SUFFIXES):
+        return SqliteStore(path)
+    if path.is_dir() or (create and not path.suffix):
+        return JsonlStore(path)
+    return JsonlStore.for_file(path)
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    path = Path(args.path)
+    log = read_log(path, session_id=args.session)
+    # a crash tail (the only error a readable log can carry) or a torn fragment
+    dropped = [p for p in log.problems if p.severity == "error" or p.code == "torn-tail"]
+    for problem in dropped:
+        _out(str(problem), sys.stderr)
+    if not log.closers and not dropped:
+        _out(f"{args.path}: nothing to repair")
+        return 0
+    for closer in log.closers:
+        _out(json.dumps(closer, ensure_ascii=False))
+    if not args.write:
+        _out(f"{args.path}: {len(log.closers)} closer(s) shown, nothing written "
+             f"(use --write to commit them)", sys.stderr)
+        return 0
+    with _store_for(path) as store:
+        store.load(log.session_id)
+    _out(f"{args.path}: repaired: {len(dropped)} tail problem(s) dropped, "
+         f"{len(log.closers)} closer(s) appended durably", sys.stderr)
+    return 0
+
+
+# -- convert -----------------------------------------------------------------------------
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    src, dst = Path(args.src), Path(args.dst)
+    sessions = _sessions_in(src)
+    readings = [read_log(src, session_id=s) for s in sessions]
+    bad = [r for r in readings if not r.valid]
+    for r in bad:
+        for p in r.problems:
+            _out(str(p))
+    if bad:
+        _out(f"{args.src}: not converted: {len(bad)} invalid log(s); run surface-lab repair "
+             f"--write first", sys.stderr)
+        return 1
+    if dst.suffix == ".jsonl" and len(readings) != 1:
+        raise StorageError(f"{dst}: a .jsonl file holds one session; {src} holds "
+                           f"{len(readings)} (give a folder or a .db instead)", path=str(dst))
+    if dst.exists() and not (dst.is_dir() or is_sqlite_file(dst)):
+        raise StorageError(f"{dst}: already exists; nothing written", path=str(dst))
+    with _store_for(dst, create=True) as store:
+        for r in readings:
+            header = {**r.header, "delegationDepth": r.header.get("delegationDepth", 0)}
+            store.create(header)
+            store.append(r.session_id, r.events)
+    total = sum(len(r.events) for r in readings)
+    _out(f"{args.src} -> {args.dst}: {len(readings)} session(s), {total} events", sys.stderr)
+    return 0
+
+
+# -- info --------------------------------------------------------------------------------
+
+
+def _info(log: LogReading) -> dict[str, Any]:
+    types = Counter(e["type"] for e in log.events)
+    times = [e["time"] for e in log.events]
+    steps = {(e["data"].get("turn"), e["data"].get("step")) for e in log.events
+             if e["type"] == "step/start" and isinstance(e["data"], dict)}
+    return {
+        "session": log.session_id,
+        "form": log.form,
+        "mode": log.mode,
+        "events": len(log.events),
+        "turns": types.get("turn/start", 0),
+        "steps": len(steps),
+        "surface_entries": len(log.fold.nodes),
+        "replacements": len(log.fold.replacements),
+        "shadowed": sum(len(r.shadowed_seqs) for r in log.fold.replacements),
+        "closers_pending": len(log.closers),
+        "time_first": min(times) if times else None,
+        "time_last": max(times) if times else None,
+        "time_span_ms": (max(times) - min(times)) if times else 0,
+        "types": dict(sorted(types.items())),
+        "problems": [str(p) for p in log.problems],
+    }
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    log = read_log(args.path, session_id=args.session)
+    info = _info(log)
+    if args.json:
+        _out(json.dumps(info, ensure_ascii=False))
+        return 0
+    for key, value in info.items():
+        if key == "types":
+            _out("types:")
+            for kind, n in value.items():
+                _out(f"  {kind:<32} {n}")
+        elif key == "problems":
+            for p in value:
+                _out(p, sys.stderr)
+        else:
+            _out(f"{key + ':':<18}{value}")
+    return 0
+
+
+# -- entry point -------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="surface-lab", description="Inspect, check and repair surface session logs.")
+    parser.add_argument("--debug", action="store_true",
+                        help="show a traceback for unexpected internal errors")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("validate", help="check logs; one line per problem")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.set_defaults(run=cmd_validate)
+
+    p = sub.add_parser("surface", help="the surface nodes and the replacement history")
+    p.add_argument("path", metavar="PATH")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.add_argument("--session", help="the session of a store or database")
+    p.set_defaults(run=cmd_surface)
+
+    p = sub.add_parser("repair", help="show (or --write) the closers of a crashed turn")
+    p.add_argument("path", metavar="PATH")
+    p.add_argument("--write", action="store_true", help="commit the repair durably")
+    p.add_argument("--session", help="the session of a store or database")
+    p.set_defaults(run=cmd_repair)
+
+    p = sub.add_parser("convert", help="copy logs between JSONL and SQLite")
+    p.add_argument("src", metavar="SRC")
+    p.add_argument("dst", metavar="DST",
+                   help="a .jsonl file, a .db/.sqlite database, or a JSONL store folder")
+    p.set_defaults(run=cmd_convert)
+
+    p = sub.add_parser("info", help="counts by type, turns, steps, replacements, time span")
+    p.add_argument("path", metavar="PATH")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--session", help="the session of a store or database")
+    p.set_defaults(run=cmd_info)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    run: Callable[[argparse.Namespace], int] = args.run
+    try:
+        return run(args)
+    except SurfaceLabError as err:
+        _out(str(Problem.from_error(err, path=getattr(args, "path", None))))
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:  # the one place that turns any failure into one line
+        if args.debug:
+            traceback.print_exc()
+        _out(f"surface-lab: internal error: {type(err).__name__}: {err} "
+             f"(rerun with --debug for a traceback)", sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,536 @@
+"""The JSONL backend (SPEC 7.1): dsh's on-disk layout, line scanning with torn and crash
+tails, the snapshot-fixture form, packed rows, zstd reading and durable appends."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..chunks import RowError, expand_row, pack_records
+from ..errors import AdmissionError, CorruptLogError, StorageError
+from ..events import ROW_TAGS, Event, check_envelope, freeze_event
+from ..header import HEADER_KEYS, check_header
+from ..jsonvalue import as_int, dumps
+from .base import Problem, Scan, Store, conflict
+
+__all__ = [
+    "MAX_DECOMPRESSED_BYTES",
+    "MAX_LINE_BYTES",
+    "JsonlStore",
+    "decode_id",
+    "dumps_header",
+    "dumps_record",
+    "encode_id",
+    "project_dir",
+    "read_log_bytes",
+    "scan_bytes",
+]
+
+LOG_NAME = "session.jsonl"
+ZSTD_NAME = "session.jsonl.zstd"
+# A line longer than this is refused as unparsable rather than loaded (bounded memory).
+MAX_LINE_BYTES = 64 * 1024 * 1024
+MAX_DECOMPRESSED_BYTES = 4 * 1024**3
+_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+_LONG_DIGITS = re.compile(rb"\d{19,}")
+
+
+# -- layout ------------------------------------------------------------------------------
+
+
+def _escape(text: str) -> str:
+    out = []
+    for ch in text:
+        if ch in _SAFE:
+            out.append(ch)
+        else:
+            units = ch.encode("utf-16-be", "surrogatepass")
+            out.extend(f"~{int.from_bytes(units[i:i + 2], 'big'):04X}"
+                       for i in range(0, len(units), 2))
+    return "".join(out)
+
+
+def encode_id(session_id: str) -> str:
+    """The directory name of a session id: every UTF-16 code unit outside
+    `[A-Za-z0-9._-]` becomes `~XXXX`; the whole ids `.` and `..` are escaped too."""
+    if not isinstance(session_id, str) or not session_id:
+        raise StorageError(f"a session id must be a non-empty string, got {session_id!r}",
+                           code="header-invalid")
+    if session_id in (".", ".."):
+        return "~002E" * len(session_id)
+    return _escape(session_id)
+
+
+def decode_id(name: str) -> str:
+    """The inverse of `encode_id`."""
+    units = bytearray()
+    i = 0
+    while i < len(name):
+        if name[i] == "~" and i + 5 <= len(name):
+            units += int(name[i + 1 : i + 5], 16).to_bytes(2, "big")
+            i += 5
+        else:
+            units += name[i].encode("utf-16-be")
+            i += 1
+    return units.decode("utf-16-be", "surrogatepass")
+
+
+def project_dir(cwd: str | None) -> str:
+    """`_no-cwd`, or `--<slug>--` for a cwd (SPEC 7.1)."""
+    if cwd is None:
+        return "_no-cwd"
+    slug = re.sub(r"[/\\:]+", "-", cwd).lstrip("-")
+    slug = _escape(slug) or "root"
+    return f"--{slug[:251]}--"
+
+
+# -- encoding ----------------------------------------------------------------------------
+
+
+def dumps_record(record: Mapping[str, Any]) -> bytes:
+    """One compact JSON line (UTF-8, no `\\u` escapes for non-ASCII, with `\\n`)."""
+    return dumps(record) + b"\n"
+
+
+def dumps_header(header: Mapping[str, Any]) -> bytes:
+    """The header line: `type: session` first, then the fields in their fixed order, with
+    `delegationDepth` always written (0 at top level)."""
+    line: dict[str, Any] = {"type": "session"}
+    for key in HEADER_KEYS:
+        if key in header:
+            line[key] = header[key]
+        elif key == "delegationDepth":
+            line[key] = 0
+    return dumps_record(line)
+
+
+def encode_events(events: Sequence[Event], *, pack: bool = True) -> bytes:
+    records: Iterator[Mapping[str, Any]] = pack_records(events) if pack else iter(events)
+    return b"".join(dumps_record(r) for r in records)
+
+
+# -- reading -----------------------------------------------------------------------------
+
+
+def read_log_bytes(path: Path) -> tuple[bytes, bool]:
+    """The decompressed bytes of a log file and whether a zstd frame was torn."""
+    raw = path.read_bytes()
+    if not path.name.endswith(".zstd"):
+        return raw, False
+    import zstandard
+
+    dctx = zstandard.ZstdDecompressor()
+    out: list[bytes] = []
+    total = 0
+    rest = raw
+    while rest:
+        try:
+            size = zstandard.frame_content_size(rest)
+        except zstandard.ZstdError:
+            return b"".join(out), True
+        if size > MAX_DECOMPRESSED_BYTES - total:
+            raise CorruptLogError(f"zstd frame would decompress past the limit of "
+                                  f"{MAX_DECOMPRESSED_BYTES} bytes", code="log-corrupt",
+                                  path=str(path))
+        dobj = dctx.decompressobj()
+        try:
+            chunk = dobj.decompress(rest)
+        except zstandard.ZstdError:
+            return b"".join(out), True
+        if not dobj.eof:
+            return b"".join(out), True
+        total += len(chunk)
+        if total > MAX_DECOMPRESSED_BYTES:
+            raise CorruptLogError("decompressed log exceeds the size limit", code="log-corrupt",
+                                  path=str(path))
+        out.append(chunk)
+        rest = dobj.unused_data
+    return b"".join(out), False
+
+
+class _BadLine(Exception):
+    def __init__(self, code: str, message: str, record: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.record = record
+
+
+def _parse(line: bytes) -> Any:
+    if len(line) > MAX_LINE_BYTES:
+        raise _BadLine("line-unparsable", f"line is longer than {MAX_LINE_BYTES} bytes")
+    if not line.strip():
+        raise _BadLine("line-unparsable", "empty line")
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError as err:
+        raise _BadLine("line-unparsable", f"not JSON: {err}") from None
+    if _LONG_DIGITS.search(line):  # orjson turns integers past 64 bits into floats
+        try:
+            value = json.loads(line.decode(), parse_constant=_refuse_constant)
+        except (ValueError, RecursionError) as err:
+            raise _BadLine("line-unparsable", f"not JSON: {err}") from None
+    if not isinstance(value, dict):
+        raise _BadLine("line-unparsable", f"a record must be a JSON object, got "
+                                          f"{type(value).__name__}")
+    return value
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def scan_bytes(data: bytes, path: str, *, torn_frame: bool = False) -> Scan:
+    """Scan a JSONL log into its header, the logical events of the good prefix and the
+    findings of SPEC 7.1 (torn tail, crash tail, fixture form).
+
+    Raises:
+        CorruptLogError: an empty or header-less file, an unparsable header, a bad line
+            followed by a `turn/end`, or mixed fixture and stored lines.
+    """
+    if not data or b"\n" not in data:
+        raise CorruptLogError("empty or header-less log", code="log-corrupt", path=path,
+                              line=1)
+    lines = data.split(b"\n")
+    fragment = lines.pop()
+    try:
+        header = _parse(lines[0])
+    except _BadLine as bad:
+        raise CorruptLogError(f"header line: {bad.message}", code=bad.code, path=path,
+                              line=1) from None
+    scan = Scan(path=path, header=header)
+    offset = len(lines[0]) + 1
+    good_end = offset
+    fixture: bool | None = None
+    first_bad: tuple[int, _BadLine] | None = None
+    dropped = 0
+    for index in range(1, len(lines)):
+        line_no = index + 1
+        line = lines[index]
+        offset += len(line) + 1
+        if first_bad is not None:
+            dropped += 1
+            with contextlib.suppress(_BadLine):
+                if _parse(line).get("type") == "turn/end":
+                    _corrupt_after_bad(path, first_bad, line_no)
+            continue
+        try:
+            record = _parse(line)
+            kind = record.get("type")
+            is_row = kind in ROW_TAGS
+            stored_form = ("seq0" in record or "time0" in record) if is_row else (
+                "seq" in record or "time" in record)
+            if fixture is None:
+                fixture = not stored_form
+                scan.form = "fixture" if fixture else "stored"
+            elif fixture == stored_form:
+                raise CorruptLogError(
+                    f"line {line_no} is in the {'stored' if stored_form else 'fixture'} form "
+                    f"but the first event line is in the {scan.form} form",
+                    code="mixed-fixture-form", path=path, line=line_no)
+            expected = len(scan.events)
+            if is_row:
+                if not fixture and as_int(record.get("seq0")) != expected:
+                    raise _BadLine("seq-gap", f"packed row starts at seq {record.get('seq0')!r}"
+                                              f", expected {expected}", record)
+                try:
+                    members: list[Any] = expand_row(record, fixture=fixture, seq0=expected)
+                except RowError as err:
+                    raise _BadLine("row-malformed", str(err), record) from None
+            else:
+                if fixture:
+                    record = {**record, "seq": expected, "time": 0}
+                elif as_int(record.get("seq")) != expected:
+                    raise _BadLine("seq-gap", f"seq is {record.get('seq', '<missing>')!r}, "
+                                              f"expected {expected}", record)
+                try:
+                    members = [freeze_event(record)]
+                except AdmissionError as err:
+                    raise CorruptLogError(str(err), code=err.code, path=path, line=line_no,
+                                          seq=expected, event_type=err.event_type) from None
+        except _BadLine as bad:
+            first_bad = (line_no, bad)
+            if isinstance(bad.record, dict) and bad.record.get("type") == "turn/end":
+                _corrupt_after_bad(path, first_bad, line_no)
+            continue
+        scan.events.extend(members)
+        scan.lines.extend([line_no] * len(members))
+        good_end = offset
+    if first_bad is not None:
+        bad_line, bad_record = first_bad
+        scan.problems.append(Problem(
+            "error", bad_record.code,
+            f"crash tail from line {bad_line}: {dropped + 1} complete line(s) would be dropped "
+            f"({bad_record.message}); run surface-lab repair",
+            path, bad_line))
+        scan.truncate_at = good_end
+    if fragment or torn_frame:
+        scan.problems.append(Problem(
+            "note", "torn-tail",
+            f"a torn final fragment ({len(fragment)} bytes without a newline) is ignored",
+            path, len(lines) + 1))
+        scan.truncate_at = good_end
+    return scan
+
+
+def _corrupt_after_bad(path: str, first_bad: tuple[int, _BadLine], line_no: int) -> None:
+    bad_line, bad = first_bad
+    where = "it" if line_no == bad_line else f"line {line_no}"
+    raise CorruptLogError(
+        f"bad line {bad_line} ({bad.message}) in committed data: {where} records a turn/end, "
+        f"so this is not a crash tail", code=bad.code, path=path, line=bad_line)
+
+
+def scan_file(path: Path) -> Scan:
+    data, torn = read_log_bytes(path)
+    return scan_bytes(data, str(path), torn_frame=torn)
+
+
+# -- the store ---------------------------------------------------------------------------
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class JsonlStore(Store):
+    """Sessions as `<root>/<projectDir>/<encodedId>/session.jsonl` files.
+
+    Args:
+        root: the folder holding the project folders (created on the first append).
+        pack: write runs of streamed chunks as packed rows (the default, like dsh).
+    """
+
+    def __init__(self, root: str | os.PathLike[str], *, pack: bool = True) -> None:
+        self.root = Path(root)
+        self.path = str(self.root)
+        self.pack = pack
+        self._file: Path | None = None
+        self._created: dict[str, Mapping[str, Any]] = {}
+        self._next: dict[Path, tuple[int, int]] = {}  # log -> (size, next seq) we last saw
+
+    @classmethod
+    def for_file(cls, path: str | os.PathLike[str], *, pack: bool = True) -> JsonlStore:
+        """A store of the one session in a single `.jsonl` file outside any store layout
+        (created on the first append if it does not exist)."""
+        store = cls(Path(path).parent, pack=pack)
+        store._file = Path(path)
+        store.path = str(path)
+        return store
+
+    def _file_id(self) -> str | None:
+        assert self._file is not None
+        if not self._file.is_file():
+            return None
+        with open(self._file, "rb") as f:
+            first = f.readline(MAX_LINE_BYTES)
+        try:
+            header = _parse(first)
+        except _BadLine:
+            return None
+        return header.get("id") if isinstance(header.get("id"), str) else None
+
+    # reading
+
+    def _find(self, session_id: str) -> Path | None:
+        if self._file is not None:
+            if not self._file.is_file():
+                return None
+            stored = self._file_id()
+            if stored != session_id:
+                raise StorageError(f"{self._file} holds session {stored!r}, not "
+                                   f"{session_id!r}", path=str(self._file))
+            return self._file
+        name = encode_id(session_id)
+        if not self.root.is_dir():
+            return None
+        found = [p for project in sorted(self.root.iterdir()) if project.is_dir()
+                 for p in (project / name / LOG_NAME, project / name / ZSTD_NAME) if p.is_file()]
+        if len(found) > 1:
+            raise StorageError(f"session {session_id!r} is stored more than once: "
+                               f"{', '.join(map(str, found))}", path=self.path)
+        return found[0] if found else None
+
+    def _require(self, session_id: str) -> Path:
+        path = self._find(session_id)
+        if path is None:
+            raise StorageError(f"no stored session {session_id!r} under {self.root}",
+                               path=self.path)
+        return path
+
+    def scan(self, session_id: str) -> Scan:
+        return scan_file(self._require(session_id))
+
+    def read_suffix(self, session_id: str, seq: int) -> list[Event]:
+        if self._find(session_id) is None and session_id in self._created:
+            return []
+        return self.scan(session_id).events[seq:]
+
+    def list(self) -> list[str]:
+        if self._file is not None:
+            found = self._file_id()
+            return [found] if found is not None else []
+        if not self.root.is_dir():
+            return []
+        ids = {decode_id(p.parent.name) for project in self.root.iterdir() if project.is_dir()
+               for p in [*project.glob(f"*/{LOG_NAME}"), *project.glob(f"*/{ZSTD_NAME}")]}
+        return sorted(ids)
+
+    # writing
+
+    def create(self, header: Mapping[str, Any]) -> None:
+        checked = check_header(header)
+        if self._find(checked["id"]) is not None:
+            raise StorageError(f"session {checked['id']!r} already exists", path=self.path)
+        self._created[checked["id"]] = checked
+
+    @contextlib.contextmanager
+    def _locked(self, log: Path) -> Iterator[None]:
+        fd = os.open(log.with_name(log.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _stored_next(self, log: Path) -> int:
+        """The next seq of a log, refusing logs that cannot take an append."""
+        size = log.stat().st_size
+        cached = self._next.get(log)
+        if cached is not None and cached[0] == size:
+            return cached[1]
+        if log.name.endswith(".zstd"):
+            raise StorageError(f"{log}: compressed logs are read-only here; convert first",
+                               path=str(log))
+        scan = scan_file(log)
+        if scan.form == "fixture":
+            raise StorageError(f"{log}: snapshot-fixture logs are read-only; convert first",
+                               code="fixture-read-only", path=str(log))
+        if scan.needs_truncation:
+            raise StorageError(f"{log}: the log has a torn or crash tail; load it to repair "
+                               f"before appending", code="log-corrupt", path=str(log))
+        self._next[log] = (size, len(scan.events))
+        return len(scan.events)
+
+    def append(self, session_id: str, events: Sequence[Mapping[str, Any]]) -> None:
+        batch = _checked_batch(events)
+        if not batch:
+            return
+        log = self._find(session_id)
+        if log is None:
+            self._create_file(session_id, batch)
+            return
+        with self._locked(log):
+            expected = self._stored_next(log)
+            if batch[0]["seq"] != expected:
+                raise conflict(str(log), session_id, expected, batch[0]["seq"])
+            self._write_at_end(log, session_id, encode_events(batch, pack=self.pack),
+                               batch[0]["seq"], expected + len(batch))
+
+    def _write_at_end(self, log: Path, session_id: str, payload: bytes, seq: int,
+                      next_seq: int) -> None:
+        """Append and fsync; on any failure truncate back so nothing half-written stays."""
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                view = memoryview(payload)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except OSError as err:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+                    os.fsync(fd)
+                self._next.pop(log, None)
+                raise StorageError(f"session {session_id!r}: appending from seq {seq} failed "
+                                   f"and was rolled back: {err}", path=str(log),
+                                   seq=seq) from err
+            self._next[log] = (size + len(payload), next_seq)
+        finally:
+            os.close(fd)
+
+    def _create_file(self, session_id: str, batch: Sequence[Event]) -> None:
+        header = self._created.get(session_id)
+        if header is None:
+            raise StorageError(f"no session {session_id!r} to append to; create it first",
+                               path=self.path)
+        if batch[0]["seq"] != 0:
+            raise conflict(self.path, session_id, 0, batch[0]["seq"])
+        if self._file is not None:
+            folder, log = self._file.parent, self._file
+        else:
+            folder = self.root / project_dir(header.get("cwd")) / encode_id(session_id)
+            log = folder / LOG_NAME
+        folder.mkdir(parents=True, exist_ok=True)
+        payload = dumps_header(header) + encode_events(batch, pack=self.pack)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".session.", suffix=".tmp")
+        try:
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    out.write(payload)
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.link(tmp, log)
+            except FileExistsError:
+                raise conflict(str(log), session_id, -1, 0) from None
+            except OSError as err:
+                raise StorageError(f"session {session_id!r}: creating {log} failed: {err}",
+                                   path=str(log), seq=0) from err
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        _fsync_dir(folder)
+        if self._file is None:
+            _fsync_dir(folder.parent)
+        self._next[log] = (len(payload), len(batch))
+        self._created.pop(session_id, None)
+
+    def _repair(self, session_id: str, scan: Scan, closers: Sequence[Event]) -> None:
+        log = self._require(session_id)
+        if log.name.endswith(".zstd"):
+            raise StorageError(f"{log}: compressed logs are read-only here; convert first",
+                               path=str(log))
+        with self._locked(log):
+            now = scan_file(log)
+            if len(now.events) != len(scan.events) or now.truncate_at != scan.truncate_at:
+                raise conflict(str(log), session_id, len(now.events), len(scan.events))
+            if scan.truncate_at is not None:
+                with open(log, "r+b") as f:
+                    f.truncate(scan.truncate_at)
+                    f.flush()
+                    os.fsync(f.fileno())
+            self._next[log] = (log.stat().st_size, len(scan.events))
+            if closers:
+                self._write_at_end(log, session_id, encode_events(closers, pack=False),
+                                   closers[0]["seq"], len(scan.events) + len(closers))
+
+    def close(self) -> None:
+        self._next.clear()
+
+
+def _checked_batch(events: Sequence[Mapping[str, Any]]) -> list[Event]:
+    """Freeze a batch and check each envelope (refusing non-JSON data and row-tag types)
+    and that its seqs have no gaps."""
+    batch: list[Event] = [freeze_event(e) for e in events]
+    for i, event in enumerate(batch):
+        check_envelope(event)
+        seq = as_int(event.get("seq"))
+        if seq is None or (i and seq != batch[i - 1]["seq"] + 1):
+            raise AdmissionError(f"batch has a gap: event {i} has seq {event.get('seq')!r}, "
+                                 f"expected {batch[i - 1]['seq'] + 1 if i else 'an integer'}",
+                                 code="seq-not-contiguous", seq=seq)
+    return batch

@@ -1,0 +1,149 @@
+"""The load pipeline (SPEC 7.3), shared by both backends and by `read_log`: header, legacy
+upgrades, known types, closers and a full seed check; stores then repair durably."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..errors import AdmissionError, CorruptLogError, StorageError, UnsupportedFormatError
+from ..events import KNOWN_TYPES, SURFACE_TYPES, Event, freeze_event
+from ..header import check_header
+from ..jsonvalue import FrozenDict
+from ..legacy import upgrade_events
+from ..messages import project_message
+from ..repair import interrupted_turn_closers
+from ..session import Session
+from ..surface import FoldResult, fold_surface
+from .base import Problem, Scan, Store
+
+__all__ = ["CheckedLog", "check_log", "load_for_resume", "resume_session"]
+
+
+@dataclass
+class CheckedLog:
+    """A scanned log after the load pipeline (nothing written)."""
+
+    path: str
+    header: FrozenDict
+    events: list[Event]
+    lines: list[int]
+    form: Literal["stored", "fixture"]
+    mode: Literal["surface", "linear"]
+    closers: list[Event] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    fold: FoldResult = field(default_factory=FoldResult)
+    session: Session | None = None
+
+
+def _header(scan: Scan, *, resume: bool, note: Callable[..., None]) -> FrozenDict:
+    raw = scan.header
+    kind = raw.get("type", "session") if isinstance(raw, dict) else None
+    try:
+        if kind != "session":
+            raise AdmissionError(f"the first line must be a session header "
+                                 f"(type 'session'), got type {kind!r}", code="header-invalid")
+        header = check_header(raw)
+    except UnsupportedFormatError as err:
+        err.path, err.line = scan.path, 1
+        raise
+    except AdmissionError as err:
+        raise CorruptLogError(str(err), code=err.code, path=scan.path, line=1) from None
+    if "delegationDepth" not in header:
+        if resume:
+            raise UnsupportedFormatError(
+                "the header has no delegationDepth (an older dsh log): it can be read but "
+                "not resumed; convert it first", code="header-invalid", path=scan.path, line=1)
+        note("header-legacy", "the header has no delegationDepth (an older dsh log); "
+             "read as 0", line=1)
+    return header
+
+
+def check_log(scan: Scan, *, resume: bool = False) -> CheckedLog:
+    """Run the load pipeline over a scan.
+
+    Args:
+        scan: what a backend read.
+        resume: the stricter rules of a store resuming the session for writing.
+
+    Raises:
+        CorruptLogError: `log-corrupt` family, keeping the inner code.
+        UnsupportedFormatError: another format version, or an unknown type on resume.
+        StorageError: `fixture-read-only` when resuming a snapshot fixture.
+    """
+    problems = list(scan.problems)
+
+    def note(code: str, message: str, *, line: int | None = None, seq: int | None = None,
+             event_type: str | None = None) -> None:
+        problems.append(Problem("note", code, message, scan.path, line, seq, event_type))
+
+    header = _header(scan, resume=resume, note=note)
+    if scan.form == "fixture":
+        if resume:
+            raise StorageError(f"{scan.path}: snapshot-fixture logs are read-only; convert "
+                               f"first", code="fixture-read-only", path=scan.path)
+        note("fixture-form", "snapshot-fixture form: seqs assigned from 0, times from 0; "
+             "read-only")
+    upgraded = upgrade_events(scan.events, session_id=header["id"])
+    if upgraded.applied:
+        done = ", ".join(f"{name} x{n}" for name, n in sorted(upgraded.applied.items()))
+        note("legacy-upgraded", f"legacy shapes upgraded in memory: {done}")
+    events: list[Event] = [freeze_event(e) for e in upgraded.events]
+    unknown = Counter(e["type"] for e in events
+                      if e.get("type") not in KNOWN_TYPES and e.get("ignorable") is not True)
+    if unknown:
+        first = next(e for e in events if e.get("type") in unknown)
+        if resume:
+            raise UnsupportedFormatError(
+                f"type {first['type']!r} is not in the known vocabulary and not ignorable",
+                code="type-unknown", path=scan.path, line=scan.line_of(first["seq"]),
+                seq=first["seq"], event_type=first["type"])
+        names = ", ".join(f"{t} x{n}" for t, n in sorted(unknown.items()))
+        note("type-unknown", f"unknown types kept: {names}", line=scan.line_of(first["seq"]),
+             seq=first["seq"], event_type=first["type"])
+    checked = CheckedLog(scan.path, header, events, scan.lines, scan.form, "surface",
+                         problems=problems)
+    has_marks = any("surfaceOp" in e for e in events)
+    if not has_marks and any(e["type"] in SURFACE_TYPES for e in events):
+        checked.mode = "linear"
+        note("linear-fallback", "no event carries surfaceOp: messages come from the legacy "
+             "linear scan, without surface checks")
+        checked.fold = FoldResult(nodes=[e["seq"] for e in events if e["type"] in SURFACE_TYPES
+                                         and project_message(e) is not None])
+        return checked
+    checked.closers = interrupted_turn_closers(events)
+    if checked.closers:
+        note("open-turn", f"the final turn is open: repair would append "
+             f"{len(checked.closers)} closer(s) ({', '.join(c['type'] for c in checked.closers)})",
+             seq=checked.closers[0]["seq"])
+    try:
+        checked.session = Session(header["id"], seed=[*events, *checked.closers], header=header)
+    except AdmissionError as err:
+        raise CorruptLogError(
+            f"corrupt log (session {header['id']!r}): {err.detail}",
+            code=err.code, path=scan.path, line=scan.line_of(err.seq), seq=err.seq,
+            event_type=err.event_type) from None
+    checked.fold = fold_surface(events)
+    return checked
+
+
+def load_for_resume(store: Store, session_id: str) -> CheckedLog:
+    """Check a stored session for resuming; write its repair durably, then reload."""
+    scan = store.scan(session_id)
+    checked = check_log(scan, resume=True)
+    if scan.needs_truncation or checked.closers:
+        store._repair(session_id, scan, checked.closers)
+        scan = store.scan(session_id)
+        checked = check_log(scan, resume=True)
+    return checked
+
+
+def resume_session(store: Store, session_id: str) -> Session:
+    created = getattr(store, "_created", {}).get(session_id)
+    sink = store._sink_for(session_id)
+    if created is not None:
+        return Session(session_id, header=created, sink=sink)
+    checked = load_for_resume(store, session_id)
+    return Session(session_id, seed=checked.events, header=checked.header, sink=sink)
