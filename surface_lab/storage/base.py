@@ -31,8 +31,12 @@ class Problem:
 
     @classmethod
     def from_error(cls, err: SurfaceLabError, *, path: str | None = None) -> Problem:
-        return cls("error", err.code or "error", err.message, err.path or path, err.line,
-                   err.seq, err.event_type)
+        where = err.path or path
+        message = err.message
+        if where and message.startswith(f"{where}: "):  # the location says it already
+            message = message[len(where) + 2 :]
+        return cls("error", err.code or "error", message, where, err.line, err.seq,
+                   err.event_type)
 
     def __str__(self) -> str:
         """`PATH:LINE: seq N TYPE: CODE: message` (SPEC 13), notes prefixed `note:`."""

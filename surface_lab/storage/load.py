@@ -40,7 +40,7 @@ class CheckedLog:
 
 def _header(scan: Scan, *, resume: bool, note: Callable[..., None]) -> FrozenDict:
     raw = scan.header
-    kind = raw.get("type", "session") if isinstance(raw, dict) else None
+    kind = raw.get("type") if isinstance(raw, dict) else None
     try:
         if kind != "session":
             raise AdmissionError(f"the first line must be a session header "

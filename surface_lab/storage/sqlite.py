@@ -178,13 +178,14 @@ class SqliteStore(Store):
                                (session_id,)).fetchone()
         if row is None:
             return None
-        return {key: value for (key, _), value in zip(_HEADER_COLUMNS, row, strict=True)
-                if value is not None}
+        fields = zip(_HEADER_COLUMNS, row, strict=True)
+        return {"type": "session", **{key: value for (key, _), value in fields
+                                      if value is not None}}
 
     def scan(self, session_id: str) -> Scan:
         header = self._header(session_id)
         if header is None:
-            raise StorageError(f"{self.path}: no stored session {session_id!r}", path=self.path)
+            raise StorageError(f"no stored session {session_id!r}", path=self.path)
         return Scan(path=self.path, header=header, events=self._events(session_id, 0))
 
     def _events(self, session_id: str, start: int) -> list[Event]:

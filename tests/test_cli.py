@@ -1,0 +1,194 @@
+"""The surface-lab command: exit codes, one line per problem, never a traceback."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builders import ev, user
+from store_contract import HEADER, chat
+
+from surface_lab import read_log
+from surface_lab.cli import main
+from surface_lab.storage.jsonl import dumps_header, encode_events
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str], str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out.splitlines(), err
+
+
+def _log(path: Path, body: bytes, header: dict[str, Any] | None = None) -> Path:
+    path.write_bytes(dumps_header(header or HEADER) + body)
+    return path
+
+
+BAD_INPUTS: dict[str, tuple[Any, str]] = {
+    "empty": (b"", r"^{p}:1: log-corrupt: empty or header-less log$"),
+    "cut-in-header": (b'{"type":"session","vers', r"^{p}:1: log-corrupt: empty or header-less"),
+    "binary": (bytes(range(256)) * 4, r"^{p}:1: line-unparsable: header line: not JSON"),
+    "newer-version": (b'{"type":"session","version":3,"id":"s","createdAt":0}\n',
+                      r"^{p}:1: format-unsupported: .*written by a newer version"),
+    "malformed-json": (lambda: dumps_header(HEADER) + encode_events(chat(1)[:3])
+                       + b"{not json\n" + encode_events([ev(4, "turn/end", {"turn": 1})]),
+                       r"^{p}:5: line-unparsable: bad line 5 \(not JSON.*line 6 records a "
+                       r"turn/end, so this is not a crash tail$"),
+    "surface-op": (lambda: dumps_header(HEADER) + encode_events(
+        [{**user(0), "surfaceOp": "push"}]),
+        r"^{p}:2: seq 0 user/message: surface-op-invalid: corrupt log \(session 's1'\): "
+        r"surfaceOp must be"),
+    "seq-gap": (lambda: dumps_header(HEADER) + encode_events([user(0), user(2)]),
+                r"^{p}:3: seq-gap: crash tail from line 3: 1 complete line\(s\) would be "
+                r"dropped \(seq is 2, expected 1\); run surface-lab repair$"),
+    "nan": (lambda: dumps_header(HEADER) + b'{"type":"x","seq":0,"time":0,"data":NaN}\n',
+            r"^{p}:2: line-unparsable: crash tail from line 2"),
+    "no-header-type": (b'{"version":0,"id":"s","createdAt":0}\n',
+                       r"^{p}:1: header-invalid: the first line must be a session header"),
+    "header-invalid": (b'{"type":"session","version":0,"id":"s","createdAt":-5}\n',
+                       r"^{p}:1: header-invalid: header field createdAt is -5"),
+}
+
+
+class TestValidate:
+    @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+    def test_bad_input_gets_one_line_and_exit_1(self, tmp_path: Path, case: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+        import re
+
+        body, pattern = BAD_INPUTS[case]
+        path = tmp_path / f"{case}.jsonl"
+        path.write_bytes(body() if callable(body) else body)
+        code, lines, _ = _run(capsys, "validate", str(path))
+        errors = [line for line in lines if ": note: " not in line]
+        assert code == 1
+        assert len(errors) == 1, lines
+        assert re.search(pattern.format(p=re.escape(str(path))), errors[0]), errors[0]
+
+    def test_a_header_only_file_is_valid(self, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+        assert _run(capsys, "validate", str(_log(tmp_path / "s.jsonl", b"")))[:2] == (0, [])
+
+    def test_a_torn_fragment_and_an_open_turn_are_notes(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        path = _log(tmp_path / "s.jsonl", encode_events(chat(1)[:8]) + b'{"type":"st')
+        code, lines, _ = _run(capsys, "validate", str(path))
+        assert code == 0
+        assert [line.split(": note: ")[1].split(":")[0] for line in lines] == [
+            "torn-tail", "open-turn"]
+        assert lines[0].startswith(f"{path}:7: note: torn-tail")
+
+    def test_any_bad_log_fails_the_run(self, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+        good = _log(tmp_path / "good.jsonl", encode_events(chat(1)))
+        bad = tmp_path / "bad.jsonl"
+        bad.write_bytes(b"")
+        code, lines, _ = _run(capsys, "validate", str(good), str(bad))
+        assert code == 1 and len(lines) == 1 and lines[0].startswith(str(bad))
+
+    def test_missing_files_are_one_line(self, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+        code, lines, _ = _run(capsys, "validate", str(tmp_path / "nope.jsonl"))
+        assert code == 1 and lines == [f"{tmp_path / 'nope.jsonl'}: error: no such file or folder"]
+
+    def test_usage_errors_exit_2(self, capsys: pytest.CaptureFixture[str]) -> None:
+        with pytest.raises(SystemExit) as info:
+            main(["validate"])
+        assert info.value.code == 2
+        with pytest.raises(SystemExit) as info:
+            main(["frobnicate"])
+        assert info.value.code == 2
+
+    def test_the_console_script_never_prints_a_traceback(self, tmp_path: Path) -> None:
+        path = tmp_path / "garbage.jsonl"
+        path.write_bytes(b"\x00\x01garbage")
+        exe = shutil.which("surface-lab")
+        argv = [exe] if exe else [sys.executable, "-m", "surface_lab.cli"]
+        result = subprocess.run([*argv, "validate", str(path)], capture_output=True,
+                                text=True, check=False)
+        assert result.returncode == 1
+        assert "Traceback" not in result.stdout + result.stderr
+        assert result.stdout.startswith(f"{path}:1: log-corrupt")
+
+
+class TestSurfaceAndInfo:
+    def test_surface_json(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        path = _log(tmp_path / "s.jsonl", encode_events(chat(1)))
+        code, lines, _ = _run(capsys, "surface", "--json", str(path))
+        assert code == 0
+        assert json.loads(lines[0]) == {
+            "nodes": [10], "replace_generation": 1, "form": "stored", "notes": [],
+            "replacements": [{"seq": 10, "start": 1, "end": 7, "shadowed_seqs": [1, 7]}]}
+
+    def test_surface_text(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        path = _log(tmp_path / "s.jsonl", encode_events(chat(1)))
+        code, lines, _ = _run(capsys, "surface", str(path))
+        assert code == 0
+        assert lines == ["nodes (1): [10]", "replace generation: 1",
+                         "  seq 10 user/message replaced 1..7: shadowed [1, 7]"]
+
+    def test_info(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        path = _log(tmp_path / "s.jsonl", encode_events(chat(2)))
+        code, lines, _ = _run(capsys, "info", "--json", str(path))
+        assert code == 0
+        info = json.loads(lines[0])
+        assert (info["events"], info["turns"], info["steps"], info["replacements"]) == (
+            22, 2, 2, 1)
+        assert info["time_span_ms"] == 21 * 7
+        assert info["types"]["assistant/chunk"] == 8
+
+
+class TestRepairAndConvert:
+    def _crashed(self, tmp_path: Path) -> Path:
+        return _log(tmp_path / "s.jsonl", encode_events(chat(1)[:8]) + b"{bad\n" + b'{"to')
+
+    def test_repair_shows_without_writing(self, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+        path = self._crashed(tmp_path)
+        before = hashlib.sha256(path.read_bytes()).hexdigest()
+        code, lines, err = _run(capsys, "repair", str(path))
+        assert code == 0
+        assert [json.loads(line)["type"] for line in lines] == ["step/end", "turn/end"]
+        assert "nothing written" in err
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+    def test_repair_write_commits_durably(self, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+        path = self._crashed(tmp_path)
+        assert _run(capsys, "repair", "--write", str(path))[0] == 0
+        log = read_log(path)
+        assert log.problems == [] and log.closers == []
+        assert [e["type"] for e in log.events[8:]] == ["step/end", "turn/end"]
+        assert _run(capsys, "repair", str(path))[1] == [f"{path}: nothing to repair"]
+
+    def test_convert_round_trips_through_sqlite(self, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+        src = _log(tmp_path / "s.jsonl", encode_events(chat(2)))
+        db, back = tmp_path / "s.db", tmp_path / "back.jsonl"
+        assert _run(capsys, "convert", str(src), str(db))[0] == 0
+        assert _run(capsys, "convert", str(db), str(back))[0] == 0
+        assert back.read_bytes() == src.read_bytes()
+        code, lines, _ = _run(capsys, "convert", str(src), str(back))
+        assert code == 1 and "already exists" in lines[0]
+
+    def test_convert_refuses_an_invalid_source(self, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+        code, _, err = _run(capsys, "convert", str(self._crashed(tmp_path)),
+                            str(tmp_path / "x.db"))
+        assert code == 1 and "repair --write first" in err
+        assert not (tmp_path / "x.db").exists()
+
+    def test_sqlite_repair_write(self, tmp_path: Path,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+        src = _log(tmp_path / "s.jsonl", encode_events(chat(1)[:8]))
+        db = tmp_path / "s.db"
+        assert _run(capsys, "convert", str(src), str(db))[0] == 0
+        assert _run(capsys, "repair", "--write", str(db))[0] == 0
+        assert [e["type"] for e in read_log(db).events[8:]] == ["step/end", "turn/end"]
