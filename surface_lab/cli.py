@@ -210,6 +210,29 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- generate ----------------------------------------------------------------------------
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    import time
+
+    from .agent.samples import generate_large, generate_samples
+
+    started = time.perf_counter()
+    if args.events is not None:
+        if args.events < 1:
+            raise StorageError(f"--events must be at least 1, got {args.events}")
+        path, written = generate_large(Path(args.out) / f"large-{args.events}.jsonl",
+                                       args.events)
+        size = path.stat().st_size
+        _out(f"{path}: {written} events, {size / 1e6:.1f} MB in "
+             f"{time.perf_counter() - started:.1f} s")
+        return 0
+    for path in generate_samples(args.out):
+        _out(str(path))
+    return 0
+
+
 # -- entry point -------------------------------------------------------------------------
 
 
@@ -241,6 +264,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("dst", metavar="DST",
                    help="a .jsonl file, a .db/.sqlite database, or a JSONL store folder")
     p.set_defaults(run=cmd_convert)
+
+    p = sub.add_parser("generate", help="write the sample logs (or one large session)")
+    p.add_argument("out", metavar="OUT_DIR")
+    p.add_argument("--events", type=int, metavar="N",
+                   help="write one synthetic session of about N events instead")
+    p.set_defaults(run=cmd_generate)
 
     p = sub.add_parser("info", help="counts by type, turns, steps, replacements, time span")
     p.add_argument("path", metavar="PATH")

@@ -481,6 +481,7 @@ class JsonlStore(Store):
         try:
             try:
                 with os.fdopen(fd, "wb") as out:
+                    os.fchmod(out.fileno(), 0o644)  # mkstemp makes 0600; logs are shared
                     out.write(payload)
                     out.flush()
                     os.fsync(out.fileno())

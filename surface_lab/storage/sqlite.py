@@ -110,7 +110,11 @@ class SqliteStore(Store):
         self._created: dict[str, Mapping[str, Any]] = {}
         try:
             if read_only:
-                uri = Path(path).resolve().as_uri() + "?mode=ro"
+                # A WAL database opened read-only would create -wal and -shm files beside
+                # it; with no -wal there is no writer, so read it as immutable instead.
+                resolved = Path(path).resolve()
+                quiet = not Path(f"{resolved}-wal").exists()
+                uri = resolved.as_uri() + ("?immutable=1" if quiet else "?mode=ro")
                 self._db = sqlite3.connect(uri, uri=True, isolation_level=None)
             else:
                 self._db = sqlite3.connect(self.path, isolation_level=None,

@@ -1,0 +1,105 @@
+"""An optional checker of the agent-loop contract (SPEC 8) and of compaction traces
+(SPEC 9). Its findings are warnings about how a log was written, never load rules."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .events import message_of
+from .surface import fold_surface
+
+__all__ = ["Finding", "check_loop_contract"]
+
+@dataclass(frozen=True)
+class Finding:
+    seq: int
+    rule: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"seq {self.seq}: {self.rule}: {self.message}"
+
+
+def check_loop_contract(events: Sequence[Mapping[str, Any]]) -> list[Finding]:
+    """Check SPEC 8 and the compaction traces of SPEC 9 over a log.
+
+    * an `assistant/message` cites exactly the run of chunks just before it: its own
+      attempt's (`[]` for an empty stream), so never a chunk of a failed attempt, which
+      always ends before some other event (`llm/retry`, a compaction, ...);
+    * a `tool/result` appended for a call cites exactly `[seq of its tool/call]` (a repair
+      closer for a call never started cites nothing), and calls are answered in the order
+      the model issued them;
+    * surface events are appended, except the replacements of SPEC 9;
+    * each `compaction/summary` or `compaction/prune` records the entries its replacement
+      really shadowed.
+    """
+    findings: list[Finding] = []
+    attempt: list[int] = []  # the run of chunks just before the current event
+    call_seq: dict[str, int] = {}
+    expected_order: list[str] = []
+    for event in events:
+        seq, kind, data = event["seq"], event["type"], event.get("data")
+        data = data if isinstance(data, Mapping) else {}
+        if kind == "assistant/chunk":
+            attempt.append(seq)
+            continue
+        if kind == "assistant/message":
+            cited = event.get("sourceEventSeqs")
+            if cited != attempt:
+                findings.append(Finding(seq, "message-cites-its-attempt",
+                                        f"cites {cited}, its attempt's chunks are {attempt}"))
+            message = message_of(event) or {}
+            expected_order = [b["id"] for b in message.get("content", [])
+                              if isinstance(b, Mapping) and b.get("type") == "tool-call"]
+        attempt = []
+        if kind == "tool/call" and isinstance(data.get("callId"), str):
+            call_seq[data["callId"]] = seq
+        if kind == "tool/result" and event.get("surfaceOp") == "append":
+            call_id = (message_of(event) or {}).get("source", {}).get("callId")
+            sources = event.get("sourceEventSeqs")
+            not_started = (data.get("error") or {}).get("code") == "TOOL_NOT_STARTED"
+            if not_started and sources is not None:
+                findings.append(Finding(seq, "closer-cites-nothing",
+                                        f"a not-started closer cites {sources}"))
+            elif not not_started and sources != [call_seq.get(call_id)]:
+                findings.append(Finding(seq, "result-cites-its-call",
+                                        f"cites {sources}, its tool/call is "
+                                        f"{call_seq.get(call_id)}"))
+            if expected_order and call_id != expected_order[0]:
+                findings.append(Finding(seq, "results-in-model-order",
+                                        f"answers {call_id!r} before {expected_order[0]!r}"))
+            if call_id in expected_order:
+                expected_order.remove(call_id)
+        if kind in ("user/message", "context/message", "assistant/message"):
+            op = event.get("surfaceOp")
+            source = (message_of(event) or {}).get("source", {})
+            if op != "append" and not (kind == "user/message"
+                                       and source.get("plugin") == "compact"):
+                findings.append(Finding(seq, "surface-append",
+                                        f"{kind} uses surfaceOp {op!r}"))
+    if any(e["type"] in ("compaction/summary", "compaction/prune") for e in events):
+        findings += _check_compactions(events)
+    return findings
+
+
+def _check_compactions(events: Sequence[Mapping[str, Any]]) -> list[Finding]:
+    fold = fold_surface(events)
+    shadowed_by = {r.seq: r.shadowed_seqs for r in fold.replacements}
+    findings = []
+    for event in events:
+        if event["type"] not in ("compaction/summary", "compaction/prune"):
+            continue
+        recorded = event["data"].get("shadowedSeqs")
+        replacement = next(
+            (e for e in events[event["seq"] + 1 :] if isinstance(e.get("surfaceOp"), Mapping)),
+            None)
+        if replacement is None or replacement["seq"] not in shadowed_by:
+            findings.append(Finding(event["seq"], "compaction-replaced",
+                                    "no replacement follows the recorded decision"))
+        elif shadowed_by[replacement["seq"]] != recorded:
+            findings.append(Finding(event["seq"], "compaction-replays",
+                                    f"recorded shadowedSeqs {recorded} but the fold shadows "
+                                    f"{shadowed_by[replacement['seq']]}"))
+    return findings
