@@ -210,6 +210,45 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- audit -------------------------------------------------------------------------------
+
+DEFAULT_SAMPLE = Path("sample_logs") / "long-compaction.jsonl"
+
+
+def _default_audit_source() -> Any:
+    """The long compaction sample: from ./sample_logs, beside the package, or built."""
+    for base in (Path.cwd(), Path(__file__).resolve().parents[1]):
+        if (base / DEFAULT_SAMPLE).is_file():
+            return base / DEFAULT_SAMPLE
+    from .agent.samples import long_compaction
+
+    return long_compaction()
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    try:
+        from .notebook.audit import audit_report
+    except ImportError as err:
+        raise SurfaceLabError(f"the audit needs the notebook extras ({err.name} is missing):"
+                              f" python -m pip install -e '.[notebook]'") from None
+    if args.path is not None:
+        source: Any = read_log(args.path, session_id=args.session)
+        for problem in source.problems:
+            _out(str(problem), sys.stderr)
+    else:
+        source = _default_audit_source()
+        _out(f"auditing {source if isinstance(source, Path) else 'the long-compaction sample'}"
+             f" (give a PATH to audit another log)", sys.stderr)
+    result = audit_report(source, args.out)
+    _out(result["summary"])
+    for failed in result["failed"]:
+        _out(f"failed compaction {failed['compaction_id']} at seq {failed['seq']}: "
+             f"{failed['error']}")
+    _out(f"wrote {result['png']}\nwrote {result['html']}")
+    bad = result["audit"]["recorded_matches"].fillna(True).eq(False).sum()
+    return 1 if bad else 0
+
+
 # -- generate ----------------------------------------------------------------------------
 
 
@@ -264,6 +303,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("dst", metavar="DST",
                    help="a .jsonl file, a .db/.sqlite database, or a JSONL store folder")
     p.set_defaults(run=cmd_convert)
+
+    p = sub.add_parser("audit", help="audit the compactions of a log: table, PNG, HTML")
+    p.add_argument("path", metavar="PATH", nargs="?",
+                   help="the log (default: the long compaction sample)")
+    p.add_argument("--out", default="surface-lab-audit", metavar="DIR",
+                   help="where the PNG and HTML go (default: ./surface-lab-audit)")
+    p.add_argument("--session", help="the session of a store or database")
+    p.set_defaults(run=cmd_audit)
 
     p = sub.add_parser("generate", help="write the sample logs (or one large session)")
     p.add_argument("out", metavar="OUT_DIR")

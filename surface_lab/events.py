@@ -21,6 +21,7 @@ __all__ = [
     "check_message_shape",
     "describe",
     "freeze_event",
+    "mapping_at",
     "message_of",
 ]
 
@@ -171,6 +172,16 @@ def check_envelope(event: Mapping[str, Any]) -> None:
     ):
         what = f"{kind} with reason 'fallback'" if kind == "request/header" else kind
         _fail("legacy-unsupported", event, f"{what} is retired and can no longer be read")
+
+
+def mapping_at(value: Any, key: str) -> Mapping[str, Any]:
+    """`value[key]` when `value` is a mapping holding a mapping there, else `{}`: for
+    reading optional nested fields of untrusted data."""
+    if isinstance(value, Mapping):
+        found = value.get(key)
+        if isinstance(found, Mapping):
+            return found
+    return {}
 
 
 def message_of(event: Mapping[str, Any]) -> Any:

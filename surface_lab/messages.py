@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -9,7 +10,13 @@ from .events import SURFACE_TYPES, message_of
 from .legacy import upgrade_events
 from .surface import fold_surface
 
-__all__ = ["DerivedMessages", "derive_messages", "project_message"]
+__all__ = [
+    "DerivedMessages",
+    "derive_messages",
+    "estimate_tokens",
+    "message_text",
+    "project_message",
+]
 
 
 class DerivedMessages(tuple[Any, ...]):
@@ -65,3 +72,30 @@ def derive_messages(
     nodes = fold_surface(upgraded).nodes
     picked = (project_message(upgraded[seq]) for seq in nodes)
     return DerivedMessages((m for m in picked if m is not None), "surface")
+
+
+def _block_text(block: Mapping[str, Any]) -> str:
+    kind = block.get("type")
+    if kind in ("text", "reasoning"):
+        return str(block.get("text", ""))
+    if kind == "tool-call":
+        return f"{block.get('name')}({block.get('arguments')})"
+    if kind == "tool-result":
+        inner = block.get("content")
+        if isinstance(inner, list):
+            return "\n".join(_block_text(b) for b in inner if isinstance(b, Mapping))
+    return ""
+
+
+def message_text(event: Mapping[str, Any]) -> str:
+    """The plain text a surface event shows the model (blocks joined by newlines)."""
+    message = message_of(event)
+    content = message.get("content") if isinstance(message, Mapping) else None
+    if not isinstance(content, list):
+        return ""
+    return "\n".join(_block_text(b) for b in content if isinstance(b, Mapping))
+
+
+def estimate_tokens(event: Mapping[str, Any]) -> int:
+    """A rough token estimate: four characters a token, plus a small per-message cost."""
+    return 4 + math.ceil(len(message_text(event)) / 4)

@@ -13,7 +13,7 @@ from .events import Event
 from .jsonvalue import FrozenDict
 from .session import Session
 from .storage.base import Problem, Scan
-from .storage.jsonl import LOG_NAME, ZSTD_NAME, JsonlStore, scan_file
+from .storage.jsonl import LOG_NAME, ZSTD_NAME, JsonlStore, Progress, scan_file
 from .storage.load import CheckedLog, check_log
 from .storage.sqlite import SqliteStore, is_sqlite_file
 from .surface import FoldResult
@@ -71,11 +71,11 @@ def _pick(ids: list[str], session_id: str | None, where: str) -> str:
     return ids[0]
 
 
-def _scan(path: Path, session_id: str | None) -> Scan:
+def _scan(path: Path, session_id: str | None, progress: Progress | None = None) -> Scan:
     if path.is_dir():
         for name in (LOG_NAME, ZSTD_NAME):
             if (path / name).is_file():
-                return _scan(path / name, session_id)
+                return _scan(path / name, session_id, progress)
         store = JsonlStore(path)
         return store.scan(_pick(store.list(), session_id, str(path)))
     if not path.exists():
@@ -83,7 +83,7 @@ def _scan(path: Path, session_id: str | None) -> Scan:
     if is_sqlite_file(path):
         with SqliteStore(path, read_only=True) as db:
             return db.scan(_pick(db.list(), session_id, str(path)))
-    scan = scan_file(path)
+    scan = scan_file(path, progress)
     if session_id is not None and isinstance(scan.header, dict) \
             and scan.header.get("id") != session_id:
         raise StorageError(f"{path}: holds session {scan.header.get('id')!r}, not "
@@ -91,12 +91,14 @@ def _scan(path: Path, session_id: str | None) -> Scan:
     return scan
 
 
-def read_log(path: str | os.PathLike[str], *, session_id: str | None = None) -> LogReading:
+def read_log(path: str | os.PathLike[str], *, session_id: str | None = None,
+             progress: Progress | None = None) -> LogReading:
     """Read a log for analysis; nothing is ever written.
 
     Args:
         path: a `.jsonl` or `.jsonl.zstd` file, a JSONL store folder, or a SQLite database.
         session_id: which session of a store or database (the only one by default).
+        progress: called now and then with (lines read, lines in all) while scanning.
 
     Returns:
         A `LogReading` with `.header`, `.events`, `.form`, `.fold`, `.closers`,
@@ -108,7 +110,7 @@ def read_log(path: str | os.PathLike[str], *, session_id: str | None = None) -> 
         StorageError: a missing file or an ambiguous session.
     """
     try:
-        scan = _scan(Path(path), session_id)
+        scan = _scan(Path(path), session_id, progress)
     except OSError as err:
         raise StorageError(f"{path}: {err.strerror or err}", path=str(path)) from err
     return LogReading._from(check_log(scan))

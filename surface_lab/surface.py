@@ -25,6 +25,9 @@ from .events import (
 from .jsonvalue import as_int, json_equal
 
 __all__ = [
+    "APPEND",
+    "LOG_ONLY",
+    "REPLACE",
     "FoldResult",
     "IncrementalSurface",
     "NodesView",

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..events import Event, message_of
+from ..messages import estimate_tokens, message_text
 from ..session import Session
 
 __all__ = [
@@ -29,33 +30,6 @@ SUMMARY_PREAMBLE = (
     "above it was compacted to save context. Treat it as a faithful summary of what happened."
 )
 _SENTENCE = re.compile(r"(.+?[.!?])(\s|$)", re.S)
-
-
-def _block_text(block: Mapping[str, Any]) -> str:
-    kind = block.get("type")
-    if kind in ("text", "reasoning"):
-        return str(block.get("text", ""))
-    if kind == "tool-call":
-        return f"{block.get('name')}({block.get('arguments')})"
-    if kind == "tool-result":
-        inner = block.get("content")
-        if isinstance(inner, list):
-            return "\n".join(_block_text(b) for b in inner if isinstance(b, Mapping))
-    return ""
-
-
-def message_text(event: Mapping[str, Any]) -> str:
-    """The plain text a surface event shows the model (blocks joined by newlines)."""
-    message = message_of(event)
-    content = message.get("content") if isinstance(message, Mapping) else None
-    if not isinstance(content, list):
-        return ""
-    return "\n".join(_block_text(b) for b in content if isinstance(b, Mapping))
-
-
-def estimate_tokens(event: Mapping[str, Any]) -> int:
-    """A rough token estimate: four characters a token, plus a small per-message cost."""
-    return 4 + math.ceil(len(message_text(event)) / 4)
 
 
 def _tool_delta(event: Mapping[str, Any]) -> int:

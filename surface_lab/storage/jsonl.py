@@ -9,7 +9,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ __all__ = [
     "project_dir",
     "read_log_bytes",
     "scan_bytes",
+    "scan_file",
 ]
 
 LOG_NAME = "session.jsonl"
@@ -189,7 +190,12 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def scan_bytes(data: bytes, path: str, *, torn_frame: bool = False) -> Scan:
+Progress = Callable[[int, int], None]
+PROGRESS_EVERY = 50_000
+
+
+def scan_bytes(data: bytes, path: str, *, torn_frame: bool = False,
+               progress: Progress | None = None) -> Scan:
     """Scan a JSONL log into its header, the logical events of the good prefix and the
     findings of SPEC 7.1 (torn tail, crash tail, fixture form).
 
@@ -214,6 +220,8 @@ def scan_bytes(data: bytes, path: str, *, torn_frame: bool = False) -> Scan:
     first_bad: tuple[int, _BadLine] | None = None
     dropped = 0
     for index in range(1, len(lines)):
+        if progress is not None and index % PROGRESS_EVERY == 0:
+            progress(index, len(lines))
         line_no = index + 1
         line = lines[index]
         offset += len(line) + 1
@@ -290,9 +298,9 @@ def _corrupt_after_bad(path: str, first_bad: tuple[int, _BadLine], line_no: int)
         f"so this is not a crash tail", code=bad.code, path=path, line=bad_line)
 
 
-def scan_file(path: Path) -> Scan:
+def scan_file(path: Path, progress: Progress | None = None) -> Scan:
     data, torn = read_log_bytes(path)
-    return scan_bytes(data, str(path), torn_frame=torn)
+    return scan_bytes(data, str(path), torn_frame=torn, progress=progress)
 
 
 # -- the store ---------------------------------------------------------------------------

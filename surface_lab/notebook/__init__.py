@@ -1,0 +1,38 @@
+"""Notebook helpers: frames, the replay stepper and widget, plots and the compaction
+audit. This is the only part of surface_lab that imports pandas, matplotlib and
+ipywidgets."""
+
+from .audit import audit_report, compaction_audit, extract_facts, failed_compactions
+from .columns import SCHEMAS, schema_table
+from .frames import (
+    events_df,
+    messages_df,
+    replacements_df,
+    surface_df,
+    visibility_df,
+)
+from .plots import plot_shadowing, plot_surface_size, plot_visibility
+from .replay import Replay
+from .source import LogData, load_source
+from .widgets import ReplayWidget
+
+__all__ = [
+    "SCHEMAS",
+    "LogData",
+    "Replay",
+    "ReplayWidget",
+    "audit_report",
+    "compaction_audit",
+    "events_df",
+    "extract_facts",
+    "failed_compactions",
+    "load_source",
+    "messages_df",
+    "plot_shadowing",
+    "plot_surface_size",
+    "plot_visibility",
+    "replacements_df",
+    "schema_table",
+    "surface_df",
+    "visibility_df",
+]

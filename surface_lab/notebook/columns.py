@@ -1,0 +1,144 @@
+"""The one schema of every frame: column names, dtypes and meanings, as data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pandas as pd
+
+from ..events import KNOWN_TYPES
+
+__all__ = ["SCHEMAS", "Column", "empty_frame", "frame_from_columns", "schema_table"]
+
+TYPES = sorted(KNOWN_TYPES)
+ROLES = ["system", "user", "assistant"]
+OPS = ["append", "replace"]
+STATES = ["not yet", "visible", "replacement", "shadowed"]
+KINDS = ["compaction", "prune", "replace"]
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    dtype: Any
+    doc: str
+
+
+def _cat(categories: list[str]) -> pd.CategoricalDtype:
+    return pd.CategoricalDtype(categories, ordered=False)
+
+
+INT, NINT, BOOL, TEXT, OBJ = "int64", "Int64", "bool", pd.StringDtype(), "object"
+TS: Final = "datetime64[ms, UTC]"
+
+_EVENT = [
+    Column("seq", INT, "position in the log (the true order)"),
+    Column("type", _cat(TYPES), "event type (unknown types are added as categories)"),
+    Column("time", INT, "epoch milliseconds as logged"),
+    Column("ts", TS, "time as a UTC timestamp"),
+    Column("turn", NINT, "data.turn when present"),
+    Column("step", NINT, "data.step when present"),
+    Column("line", NINT, "physical line in the JSONL file (header = 1)"),
+]
+_SIZES = [
+    Column("chars", NINT, "characters of the message text (surface types)"),
+    Column("tokens", NINT, "estimated tokens of the message text (4 characters a token)"),
+]
+
+SCHEMAS: dict[str, list[Column]] = {
+    "events": [
+        *_EVENT,
+        Column("surface_op", _cat(OPS), "append or replace (surface types only)"),
+        Column("replace_start", NINT, "surfaceOp.start of a replace"),
+        Column("replace_end", NINT, "surfaceOp.end of a replace"),
+        Column("source_event_seqs", OBJ, "list of cited seqs, or None when not recorded"),
+        Column("on_surface", BOOL, "the event is on the surface at the end of the log"),
+        Column("shadowed_by", NINT, "seq of the replace that shadowed it"),
+        Column("role", _cat(ROLES), "message role (surface types)"),
+        Column("message_id", TEXT, "message id (surface types)"),
+        Column("text", TEXT, "the first 200 characters of the message text"),
+        *_SIZES,
+        Column("data_bytes", INT, "size of the event's data as compact JSON"),
+    ],
+    "surface": [
+        Column("position", INT, "index on the surface"),
+        Column("seq", INT, "the entry's event seq"),
+        Column("type", _cat(TYPES), "event type"),
+        Column("role", _cat(ROLES), "message role"),
+        Column("surface_op", _cat(OPS), "how the entry got there"),
+        Column("is_replacement", BOOL, "the entry replaced earlier entries"),
+        Column("message_id", TEXT, "message id"),
+        Column("text", TEXT, "the first 200 characters of the message text"),
+        *_SIZES,
+    ],
+    "replacements": [
+        Column("seq", INT, "the replacing event"),
+        Column("type", _cat(TYPES), "its type"),
+        Column("kind", _cat(KINDS), "compaction (a summary), prune (a tool-result rewrite) "
+                                    "or another replace"),
+        Column("start", INT, "surfaceOp.start"),
+        Column("end", INT, "surfaceOp.end"),
+        Column("shadowed_seqs", OBJ, "list of the seqs it shadowed, in surface order"),
+        Column("shadowed_types", OBJ, "list of their types"),
+        Column("n_shadowed", INT, "how many entries it shadowed"),
+        Column("chars_before", INT, "characters of the shadowed entries"),
+        Column("tokens_before", INT, "estimated tokens of the shadowed entries"),
+        Column("chars_after", INT, "characters of the replacement"),
+        Column("tokens_after", INT, "estimated tokens of the replacement"),
+        Column("plugin", TEXT, "source.plugin of the replacement, when known"),
+        Column("compaction_id", TEXT, "compactionId, when known"),
+        Column("shadows_replacement", BOOL, "it shadowed an earlier replacement"),
+        Column("recorded_matches", "boolean", "the recorded shadowedSeqs equal the fold's "
+                                              "(NA when nothing was recorded)"),
+    ],
+    "messages": [
+        Column("position", INT, "index among the messages the model sees"),
+        Column("seq", INT, "the event it comes from"),
+        Column("role", _cat(ROLES), "message role"),
+        Column("source_kind", TEXT, "source.kind (user, model, tool, plugin, ...)"),
+        Column("message_id", TEXT, "message id"),
+        Column("block_types", OBJ, "list of the content block types"),
+        Column("text", TEXT, "the whole message text"),
+        *_SIZES,
+    ],
+    "visibility": [
+        Column("step", INT, "events applied so far (step k = just after event k)"),
+        Column("seq", INT, "a surface entry"),
+        Column("state", _cat(STATES), "not yet, visible, replacement (a visible "
+                                      "replacement) or shadowed"),
+    ],
+}
+
+
+def _with_extra_categories(dtype: Any, values: pd.Series) -> Any:
+    if isinstance(dtype, pd.CategoricalDtype):
+        extra = sorted(set(values.dropna()) - set(dtype.categories))
+        if extra:
+            return pd.CategoricalDtype([*dtype.categories, *extra], ordered=False)
+    return dtype
+
+
+def frame_from_columns(name: str, data: dict[str, list[Any]]) -> pd.DataFrame:
+    """A frame of schema `name` from column lists, every dtype as documented."""
+    out: dict[str, Any] = {}
+    for column in SCHEMAS[name]:
+        if column.dtype == TS:
+            millis = pd.Series(data.get(column.name, []), dtype="int64")
+            out[column.name] = pd.to_datetime(millis, unit="ms", utc=True).astype(TS)
+            continue
+        values = pd.Series(data.get(column.name, []), dtype=OBJ)
+        dtype: Any = _with_extra_categories(column.dtype, values)
+        out[column.name] = values if column.dtype == OBJ else values.astype(dtype)
+    return pd.DataFrame(out)
+
+
+def empty_frame(name: str) -> pd.DataFrame:
+    return frame_from_columns(name, {c.name: [] for c in SCHEMAS[name]})
+
+
+def schema_table() -> pd.DataFrame:
+    """Every frame's columns, dtypes and meanings, as a frame."""
+    rows = [(frame, c.name, str(c.dtype), c.doc) for frame, columns in SCHEMAS.items()
+            for c in columns]
+    return pd.DataFrame(rows, columns=["frame", "column", "dtype", "meaning"])

@@ -1,0 +1,292 @@
+"""Figures of a log: `plot_<thing>(source, *, ax=None, ...) -> Axes`. Colour-blind-safe
+(Okabe-Ito, with hatching for shadowing), and built from a fixed number of collections so
+that they stay fast, and their artist count flat, on logs of a million events."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.collections import LineCollection, PolyCollection
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from ..messages import estimate_tokens
+from ..surface import APPEND, REPLACE, apply_plan
+from .source import LogData, load_source
+
+__all__ = ["OKABE_ITO", "figure_png", "plot_shadowing", "plot_surface_size",
+           "plot_visibility"]
+
+OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7",
+             "#000000"]
+GROUPS: list[tuple[str, str, tuple[str, ...]]] = [
+    ("user", OKABE_ITO[4], ("user/message",)),
+    ("context", OKABE_ITO[1], ("context/message",)),
+    ("assistant", OKABE_ITO[2], ("assistant/message",)),
+    ("tool result", OKABE_ITO[0], ("tool/result",)),
+    ("tool call", OKABE_ITO[5], ("tool/call",)),
+    ("compaction", OKABE_ITO[6], ("compaction/start", "compaction/summary", "compaction/end",
+                                  "compaction/prune")),
+    ("chunks", "#BBBBBB", ("assistant/chunk",)),
+]
+OTHER_COLOR = "#777777"
+SHADOW_COLOR = "#555555"
+STATE_COLORS = ["#F2F2F2", OKABE_ITO[4], OKABE_ITO[6], "#9A9A9A"]
+
+
+def _log(source: Any) -> LogData:
+    return source if isinstance(source, LogData) else load_source(source)
+
+
+def _axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    return plt.figure(figsize=size).add_subplot()
+
+
+def _runs(seqs: Iterable[int]) -> list[tuple[float, float]]:
+    """Contiguous runs of sorted seqs as (start, width)."""
+    runs: list[tuple[float, float]] = []
+    for s in sorted(seqs):
+        if runs and runs[-1][0] + runs[-1][1] == s:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((s, 1))
+    return runs
+
+
+Rect = list[tuple[float, float]]
+
+
+def _rects(runs: Sequence[tuple[float, float]], y: float, h: float) -> list[Rect]:
+    return [[(x, y), (x + w, y), (x + w, y + h), (x, y + h)] for x, w in runs]
+
+
+def _pack(spans: Sequence[tuple[int, int]], max_lanes: int) -> list[int]:
+    """Lanes for spans (min, max) so that spans in one lane do not overlap."""
+    ends: list[int] = []
+    lanes = []
+    for low, high in spans:
+        lane = next((i for i, end in enumerate(ends) if end < low), None)
+        if lane is None:
+            lane = len(ends) if len(ends) < max_lanes else len(ends) - 1
+            if lane == len(ends):
+                ends.append(high)
+        ends[lane] = max(ends[lane], high)
+        lanes.append(lane)
+    return lanes
+
+
+def plot_shadowing(source: Any, *, ax: Axes | None = None, max_lanes: int = 40,
+                   title: str | None = None) -> Axes:
+    """The swimlane: lane 0 shows every event by type; below it each replace gets a lane
+    (packed when they do not overlap) with its shadowed entries hatched over a grey span
+    and an arrow to the replacing event.
+
+    Args:
+        source: anything `load_source` accepts.
+        ax: the Axes to draw on (a new figure when None).
+        max_lanes: at most this many replace lanes (later ones share the last lane).
+        title: the title (default: session id and counts).
+
+    Returns:
+        The Axes drawn on.
+    """
+    log = _log(source)
+    replaces = [p for p in log.plans if p.kind == REPLACE]
+    ax = _axes(ax, (11, 2.2 + 0.28 * min(len(replaces), max_lanes)))
+    types = [e["type"] for e in log.events]
+    known = {t for _, _, members in GROUPS for t in members}
+    handles: list[Any] = []
+    # Rare events stay visible on long logs: at least 1/600 of the axis wide.
+    min_width = max(1.0, len(types) / 600)
+    for label, color, members in [*GROUPS, ("other", OTHER_COLOR, ())]:
+        member_set = set(members)
+        seqs = [i for i, t in enumerate(types)
+                if (t in member_set if members else t not in known)]
+        if not seqs:
+            continue
+        runs = _runs(seqs)
+        if label not in ("chunks", "other"):
+            runs = [(x, max(w, min_width)) for x, w in runs]
+        ax.add_collection(PolyCollection(_rects(runs, -0.4, 0.8), facecolors=color,
+                                         edgecolors="none", label=label,
+                                         zorder=1 if label in ("chunks", "other") else 2))
+        handles.append(Patch(facecolor=color, label=label))
+    # A lane per replace; past max_lanes, replaces share lanes where they do not overlap.
+    spans = [(min(p.shadowed), p.seq) for p in replaces]
+    lanes = list(range(len(replaces))) if len(replaces) <= max_lanes \
+        else _pack(spans, max_lanes)
+    span_rects, ticks, shafts, heads = [], [], [], []
+    for plan, lane in zip(replaces, lanes, strict=True):
+        y = lane + 1
+        low, high = min(plan.shadowed), max(plan.shadowed)
+        span_rects += _rects([(low, high + 1 - low)], y - 0.3, 0.6)
+        ticks += [[(s + 0.5, y - 0.3), (s + 0.5, y + 0.3)] for s in plan.shadowed]
+        shafts.append([(high + 1, y), (plan.seq + 0.5, y)])
+        heads.append((plan.seq + 0.5, y))
+    if replaces:
+        ax.add_collection(PolyCollection(span_rects, facecolors="#E4E4E4",
+                                         edgecolors=SHADOW_COLOR, hatch="////",
+                                         linewidths=0.5, zorder=1))
+        ax.add_collection(LineCollection(ticks, colors=SHADOW_COLOR, linewidths=2.2,
+                                         zorder=2))
+        ax.add_collection(LineCollection(shafts, colors=OKABE_ITO[7], linewidths=0.9,
+                                         zorder=3))
+        xs, ys = zip(*heads, strict=True)
+        ax.scatter(xs, ys, marker=">", s=28, color=OKABE_ITO[7], zorder=4)
+        handles += [Patch(facecolor="#E4E4E4", edgecolor=SHADOW_COLOR, hatch="////",
+                          label="shadowed run"),
+                    Line2D([], [], color=SHADOW_COLOR, linewidth=2.2,
+                           label="shadowed entry"),
+                    Line2D([], [], color=OKABE_ITO[7], marker=">", label="replaced by")]
+    n_lanes = (max(lanes) + 1) if lanes else 0
+    ax.set_xlim(-0.5, max(len(types), 1) + 0.5)
+    ax.set_ylim(n_lanes + 0.7, -0.7)
+    if n_lanes <= 25 and len(replaces) == n_lanes:
+        ax.set_yticks(range(n_lanes + 1), ["events", *(
+            f"seq {p.seq} {_replace_label(log, p.seq)}" for p in replaces)], fontsize=8)
+    else:
+        ax.set_yticks([0], ["events"])
+        ax.set_ylabel(f"{len(replaces)} replaces in {n_lanes} lanes")
+    ax.set_xlabel("seq (log order)")
+    ax.set_title(title or f"{log.session_id}: {len(types)} events, {len(replaces)} "
+                          f"replace{'s' if len(replaces) != 1 else ''}")
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8,
+              frameon=False)
+    return ax
+
+
+def _replace_label(log: LogData, seq: int) -> str:
+    event = log.events[seq]
+    if event["type"] == "tool/result":
+        return "prune"
+    source = (event.get("data") or {}).get("source") or {}
+    return str(source.get("compactionId") or source.get("plugin") or event["type"])
+
+
+def _visibility_matrix(log: LogData, max_steps: int, max_entries: int
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    entries = np.array([p.seq for p in log.plans if p.kind != 0], dtype="int64")
+    steps = np.arange(len(log.events), dtype="int64")
+    if len(steps) > max_steps:
+        steps = np.unique(np.linspace(0, len(log.events) - 1, max_steps).astype("int64"))
+    if len(entries) > max_entries:
+        entries = entries[np.unique(np.linspace(0, len(entries) - 1,
+                                                max_entries).astype("int64"))]
+    gone = np.array([log.shadowed_by.get(int(s), np.iinfo("int64").max) for s in entries])
+    is_replacement = np.array([log.plans[int(s)].kind == REPLACE for s in entries], dtype=bool)
+    grid_steps = steps[:, None]
+    state = np.where(grid_steps < entries[None, :], 0,
+                     np.where(grid_steps >= gone[None, :], 3,
+                              np.where(is_replacement[None, :], 2, 1)))
+    return state, steps, entries
+
+
+def plot_visibility(source: Any, *, ax: Axes | None = None, highlight: int | None = None,
+                    max_steps: int = 800, max_entries: int = 400) -> Axes:
+    """The step x entry matrix: for each step (just after event k) whether each surface
+    entry is not yet there, visible, a visible replacement, or shadowed.
+
+    Args:
+        source: anything `load_source` accepts.
+        ax: the Axes to draw on.
+        highlight: a step (event seq) to mark with a line.
+        max_steps, max_entries: sample evenly beyond these many rows and columns.
+    """
+    log = _log(source)
+    ax = _axes(ax, (8, 6))
+    state, steps, entries = _visibility_matrix(log, max_steps, max_entries)
+    if state.size:
+        ax.imshow(state, aspect="auto", interpolation="nearest", origin="upper",
+                  cmap=ListedColormap(STATE_COLORS), vmin=-0.5, vmax=3.5,
+                  extent=(-0.5, len(entries) - 0.5, steps[-1] + 0.5, steps[0] - 0.5))
+        if len(entries) <= 30:
+            ax.set_xticks(range(len(entries)), [str(s) for s in entries], rotation=90,
+                          fontsize=7)
+        if highlight is not None:
+            ax.axhline(highlight, color=OKABE_ITO[5], linewidth=1.5)
+    ax.set_xlabel("surface entry (in seq order)")
+    ax.set_ylabel("step (just after event k)")
+    ax.set_title(f"{log.session_id}: what the model sees, step by step")
+    ax.legend(handles=[Patch(facecolor=c, edgecolor="#999999", label=s) for c, s in
+                       zip(STATE_COLORS, ("not yet", "visible", "replacement", "shadowed"),
+                           strict=True)],
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    return ax
+
+
+def surface_size_series(log: LogData) -> tuple[np.ndarray, np.ndarray]:
+    """Surface length and estimated tokens just after each event (cached on the log)."""
+    if "sizes" in log.cache:
+        cached: tuple[np.ndarray, np.ndarray] = log.cache["sizes"]
+        return cached
+    lengths = np.zeros(len(log.plans), dtype="int64")
+    tokens = np.zeros(len(log.plans), dtype="int64")
+    cost: dict[int, int] = {}
+    nodes: list[int] = []
+    total = 0
+    for plan in log.plans:
+        if plan.kind in (APPEND, REPLACE):
+            cost[plan.seq] = estimate_tokens(log.events[plan.seq])
+            total += cost[plan.seq] - sum(cost[s] for s in plan.shadowed)
+        nodes = apply_plan(nodes, plan)
+        lengths[plan.seq] = len(nodes)
+        tokens[plan.seq] = total
+    log.cache["sizes"] = (lengths, tokens)
+    return lengths, tokens
+
+
+def plot_surface_size(source: Any, *, ax: Axes | None = None, marker: int | None = None
+                      ) -> Axes:
+    """Surface length (left axis) and estimated tokens (right axis) over the log, with
+    each replace marked by a dotted line.
+
+    Args:
+        source: anything `load_source` accepts.
+        ax: the Axes to draw on (its twin carries the tokens).
+        marker: a seq to mark with a vertical line (the replay position).
+    """
+    log = _log(source)
+    ax = _axes(ax, (10, 3))
+    lengths, tokens = surface_size_series(log)
+    x = np.arange(len(lengths))
+    ax.plot(x, lengths, color=OKABE_ITO[4], linewidth=1.2, label="surface entries")
+    twin = ax.twinx()
+    twin.plot(x, tokens, color=OKABE_ITO[0], linewidth=1.2, linestyle="--",
+              label="estimated tokens")
+    replaces = [p.seq for p in log.plans if p.kind == REPLACE]
+    if replaces:
+        ax.vlines(replaces, 0, 1, transform=ax.get_xaxis_transform(), colors=OKABE_ITO[6],
+                  linewidth=0.7, linestyles=":", label="replace")
+    if marker is not None:
+        ax.axvline(marker, color=OKABE_ITO[5], linewidth=1.5, label="replay position")
+    ax.set_xlabel("seq (log order)")
+    ax.set_ylabel("surface entries", color=OKABE_ITO[4])
+    twin.set_ylabel("estimated tokens", color=OKABE_ITO[0])
+    ax.set_xlim(0, max(len(lengths) - 1, 1))
+    ax.set_ylim(bottom=0)
+    twin.set_ylim(bottom=0)
+    handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
+    ax.legend(handles=handles, loc="upper left", fontsize=8, frameon=False)
+    ax.set_title(f"{log.session_id}: surface size")
+    return ax
+
+
+def figure_png(draw: Any, *args: Any, size: tuple[float, float] = (11, 4), dpi: int = 110,
+               **kwargs: Any) -> bytes:
+    """Render `draw(*args, ax=..., **kwargs)` on a fresh Figure (no pyplot) to PNG bytes."""
+    figure = Figure(figsize=size)
+    draw(*args, ax=figure.add_subplot(), **kwargs)
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi)
+    return buffer.getvalue()

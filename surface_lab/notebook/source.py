@@ -1,0 +1,169 @@
+"""One resolver for every notebook helper: a path, a `read_log` result, a `Session`, a
+`(store, session_id)` pair or a list of events becomes a `LogData` with a per-event plan."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from ..errors import AdmissionError, SurfaceLabError
+from ..events import SURFACE_TYPES, Event
+from ..read import LogReading, read_log
+from ..session import Session
+from ..storage.base import Problem, Store
+from ..storage.jsonl import scan_file
+from ..surface import (
+    APPEND,
+    LOG_ONLY,
+    REPLACE,
+    FoldResult,
+    Plan,
+    Replacement,
+    apply_plan,
+    plan_event,
+)
+
+__all__ = ["LogData", "Source", "load_source"]
+
+Source = (str | os.PathLike[str] | LogReading | Session | tuple[Store, str]
+          | Sequence[Mapping[str, Any]])
+PROGRESS_MIN_BYTES = 20_000_000
+
+
+@dataclass
+class LogData:
+    """A log resolved for analysis: events, the plan each one committed, and problems.
+    With `strict=False` a damaged log keeps the longest prefix that folds."""
+
+    session_id: str
+    events: list[Event]
+    plans: list[Plan] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    path: str | None = None
+    lines: list[int] = field(default_factory=list)
+    cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @cached_property
+    def fold(self) -> FoldResult:
+        nodes: list[int] = []
+        replacements = []
+        for plan in self.plans:
+            if plan.kind == REPLACE:
+                shadowed = list(plan.shadowed)
+                replacements.append(Replacement(plan.seq, shadowed[0], shadowed[-1], shadowed))
+            nodes = apply_plan(nodes, plan)
+        return FoldResult(nodes, replacements)
+
+    @cached_property
+    def shadowed_by(self) -> dict[int, int]:
+        """Each shadowed seq -> the seq of the replace that shadowed it."""
+        return {s: plan.seq for plan in self.plans if plan.kind == REPLACE
+                for s in plan.shadowed}
+
+
+def _progress_bar(path: Path) -> Callable[[int, int], None] | None:
+    try:
+        if path.stat().st_size < PROGRESS_MIN_BYTES:
+            return None
+    except OSError:
+        return None
+    from tqdm.auto import tqdm
+
+    bar: Any = None
+
+    def update(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = tqdm(total=total, unit=" lines", desc=path.name, leave=False)
+        bar.update(done - bar.n)
+        if total - done < 50_000:
+            bar.close()
+
+    return update
+
+
+def _linear_plans(events: Sequence[Mapping[str, Any]]) -> list[Plan]:
+    """The legacy reading of an unmarked log (SPEC 10): every message event appended."""
+    return [Plan(e["seq"], APPEND if e["type"] in SURFACE_TYPES else LOG_ONLY)
+            for e in events]
+
+
+def _plans(events: Sequence[Mapping[str, Any]], problems: list[Problem], strict: bool,
+           path: str | None) -> tuple[list[Event], list[Plan]]:
+    nodes: list[int] = []
+    plans: list[Plan] = []
+
+    def lookup(seq: int) -> Mapping[str, Any] | None:
+        return events[seq] if 0 <= seq < len(events) else None
+
+    for seq, event in enumerate(events):
+        try:
+            plan = plan_event(nodes, event, seq=seq, lookup=lookup, full=False)
+        except AdmissionError as err:
+            if strict:
+                raise
+            problems.append(Problem.from_error(err, path=path))
+            return list(events[:seq]), plans
+        plans.append(plan)
+        nodes = apply_plan(nodes, plan)
+    return list(events), plans
+
+
+def load_source(source: Any, *, strict: bool = True, progress: bool = True) -> LogData:
+    """Resolve any supported source.
+
+    Args:
+        source: a path, a `LogReading`, a `Session`, a `(Store, session_id)` pair or a list
+            of events (seqs from 0).
+        strict: raise on a damaged log; otherwise keep what folds and report problems.
+        progress: show a progress bar while reading a large file.
+
+    Raises:
+        SurfaceLabError: with `strict`, for anything unreadable or invalid.
+        TypeError: for an unsupported source.
+    """
+    if isinstance(source, LogData):
+        return source
+    problems: list[Problem] = []
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        try:
+            source = read_log(path, progress=_progress_bar(path) if progress else None)
+        except SurfaceLabError as err:
+            if strict:
+                raise
+            problems.append(Problem.from_error(err, path=str(path)))
+            try:
+                scan = scan_file(path)
+            except (SurfaceLabError, OSError):
+                return LogData(path.name, [], problems=problems, path=str(path))
+            # Keep what comes before the event the reader refused.
+            good = scan.events if err.seq is None else scan.events[: err.seq]
+            events, plans = _plans(good, problems, False, str(path))
+            header_id = scan.header.get("id") if isinstance(scan.header, dict) else None
+            return LogData(str(header_id or path.name), events, plans, problems, str(path),
+                           scan.lines)
+    if isinstance(source, LogReading):
+        problems += [p for p in source.problems if p.severity == "error"]
+        if source.mode == "linear":
+            return LogData(source.session_id, list(source.events),
+                           _linear_plans(source.events), problems, source.path, source.lines)
+        events, plans = _plans(source.events, problems, strict, source.path)
+        return LogData(source.session_id, events, plans, problems, source.path, source.lines)
+    if isinstance(source, Session):
+        events, plans = _plans(list(source.events), problems, strict, None)
+        return LogData(source.id, events, plans, problems)
+    if isinstance(source, tuple) and len(source) == 2 and isinstance(source[0], Store):
+        store, session_id = source
+        events, plans = _plans(store.read_suffix(session_id, 0), problems, strict, store.path)
+        return LogData(session_id, events, plans, problems, store.path)
+    if isinstance(source, Sequence) and not isinstance(source, (str, bytes)):
+        events, plans = _plans(list(source), problems, strict, None)
+        return LogData("events", events, plans, problems)
+    raise TypeError(f"cannot read a log from {type(source).__name__}; give a path, a "
+                    f"read_log result, a Session, a (store, session_id) pair or a list of "
+                    f"events")

@@ -1,0 +1,106 @@
+"""The notebooks run clean headless, and the tour works in a real browser under Voila."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NAMES = ["01_tour", "02_audit_compaction", "03_debug_replay"]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_committed_without_outputs(name: str) -> None:
+    book = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    code = [c for c in book.cells if c.cell_type == "code"]
+    assert code and all(not c.outputs and c.execution_count is None for c in code)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_runs_clean(name: str) -> None:
+    book = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    NotebookClient(book, timeout=180, kernel_name="python3",
+                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    errors = [o for c in book.cells if c.cell_type == "code" for o in c.outputs
+              if o.output_type == "error"]
+    assert errors == []
+    assert any(o.output_type in ("display_data", "execute_result")
+               for c in book.cells if c.cell_type == "code" for o in c.outputs)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def voila_tour() -> Iterator[str]:
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail("chromium is missing: .ci/run must install it")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "voila", "01_tour.ipynb", "--no-browser", f"--port={port}",
+         "--Voila.ip=127.0.0.1", "--ServerApp.token="],
+        cwd=NOTEBOOKS, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    pytest.fail("voila did not start")
+                time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_the_tour_in_a_real_browser(voila_tour: str) -> None:
+    from playwright.sync_api import sync_playwright
+
+    head = ".sl-head"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                     args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page()
+            page.goto(voila_tour, timeout=120_000)
+            page.wait_for_selector(head, timeout=120_000)
+            assert page.inner_text(head).startswith("step 0 of 887: turn/start")
+            page.focus(".widget-slider .noUi-handle")
+            page.keyboard.press("ArrowRight")
+            page.wait_for_function(
+                f"document.querySelector('{head}').innerText.startsWith('step 1 of')",
+                timeout=30_000)
+            assert "appended seq 1 to the surface" in page.inner_text(head)
+            assert "Question 1: what is in a.txt?" in page.inner_text(".sl-card pre")
+            page.click(".widget-play button >> nth=0")
+            page.wait_for_function(
+                f"parseInt(document.querySelector('{head}').innerText.split(' ')[1]) >= 3",
+                timeout=30_000)
+        finally:
+            browser.close()
