@@ -291,8 +291,10 @@ class TestAudit:
         assert row["facts_at_risk"] == sorted(["1234", "handle_request", "https://x.org/a"])
 
     def test_extract_facts(self) -> None:
-        assert extract_facts("read logs/build.log, call parseArgs(x), id 42, v1.2") >= {
-            "logs/build.log", "parseArgs", "42"}
+        facts = extract_facts("read logs/build.log, call parseArgs(x), id 4242, v1.2\n"
+                              "12: return 7")
+        assert facts >= {"logs/build.log", "parseArgs", "4242"}
+        assert not facts & {"12", "7", "1.2"}
 
     def test_a_mismatched_record_is_flagged(self) -> None:
         events = [dict(e) for e in read_log(COMPACTION_LOG).events]

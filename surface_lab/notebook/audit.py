@@ -28,13 +28,14 @@ _FACT_PATTERNS = {
                        r"jsonl|log|ya?ml|toml|rs|go|c|h|cpp|java|sh|html|css|sql|csv|o)\b"),
     "symbol": re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*(?=\()|\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b"
                          r"|\b[a-z]+[A-Z][A-Za-z0-9]*\b|\b[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*\b"),
-    "number": re.compile(r"(?<![\w.])\d{2,}(?:\.\d+)?(?![\w.])"),
+    # 3+ digits, not a "12:" line-number prefix of tool output
+    "number": re.compile(r"(?<![\w.])\d{3,}(?:\.\d+)?(?![\w.:])"),
 }
 
 
 def extract_facts(text: str) -> set[str]:
-    """Identifiers a summary should keep: URLs, file paths, code symbols, numbers (2+
-    digits)."""
+    """Identifiers a summary should keep: URLs, file paths, code symbols, and numbers of
+    three or more digits (not the `12:` line numbers of tool output)."""
     urls = _FACT_PATTERNS["url"]
     facts = {m.group(0) for m in urls.finditer(text)}
     rest = urls.sub(" ", text)  # a URL's parts are not paths or symbols of their own
@@ -63,13 +64,18 @@ def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True)
             continue
         hidden = extract_facts(_texts(log, plan.shadowed))
         kept = extract_facts(_texts(log, nodes))  # the replacement and the rest
-        at_risk[plan.seq] = sorted(hidden - kept)
+        at_risk[plan.seq] = sorted(hidden - kept, key=_natural)
     frame = frame.copy()
     frame["shadowed_type_counts"] = [dict(Counter(types)) for types in frame["shadowed_types"]]
     frame["facts_at_risk"] = [at_risk[int(seq)] for seq in frame["seq"]]
     frame["n_at_risk"] = frame["facts_at_risk"].map(len).astype("int64")
     frame["saved_tokens"] = (frame["tokens_before"] - frame["tokens_after"]).astype("int64")
     return frame if strict else (frame, log.problems)
+
+
+def _natural(text: str) -> list[Any]:
+    """Sort key that puts handler_2 before handler_10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
 
 
 def failed_compactions(source: Any) -> list[dict[str, Any]]:

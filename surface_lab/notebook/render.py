@@ -26,8 +26,7 @@ STYLE = """<style>
 .sl-plugin{border-left-color:#CC79A7}
 .sl-new{outline:2px solid #D55E00}
 .sl-gone{background:repeating-linear-gradient(45deg,#f4f4f4,#f4f4f4 6px,#e4e4e4 6px,
- #e4e4e4 12px);color:#555}
-.sl-gone pre{text-decoration:line-through}
+ #e4e4e4 12px);color:#444}
 .sl-tag{display:inline-block;padding:0 5px;border-radius:3px;background:#eee;
  margin-right:4px;font-size:11px}
 </style>"""
