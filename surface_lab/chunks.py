@@ -111,7 +111,7 @@ def expand_row(record: Mapping[str, Any], *, fixture: bool = False,
         RowError: when the row fails validation.
     """
     tag = record.get("type")
-    if tag not in ROW_TAGS:
+    if not isinstance(tag, str) or tag not in ROW_TAGS:
         raise RowError(f"{tag!r} is not a packed row type")
     expected = {"type", "data"} if fixture else {"type", "seq0", "time0", "data"}
     if record.keys() != expected:

@@ -17,6 +17,7 @@ __all__ = [
     "SESSION_FORMAT_VERSION",
     "SURFACE_TYPES",
     "Event",
+    "TypeNames",
     "check_envelope",
     "check_message_shape",
     "describe",
@@ -30,10 +31,18 @@ SESSION_FORMAT_VERSION = 0
 # A committed event: a read-only mapping with the on-disk (camelCase) keys.
 Event = Mapping[str, Any]
 
-SURFACE_TYPES: frozenset[str] = frozenset(
+class TypeNames(frozenset[str]):
+    """A set of event type names whose `in` is safe on untrusted values: anything that is
+    not a string (a list, a dict, None) is simply not a member."""
+
+    def __contains__(self, value: object) -> bool:
+        return isinstance(value, str) and frozenset.__contains__(self, value)
+
+
+SURFACE_TYPES = TypeNames(
     {"user/message", "context/message", "assistant/message", "tool/result"}
 )
-CORE_TYPES: frozenset[str] = SURFACE_TYPES | {
+CORE_TYPES = TypeNames(SURFACE_TYPES | {
     "turn/start",
     "turn/end",
     "step/start",
@@ -48,7 +57,7 @@ CORE_TYPES: frozenset[str] = SURFACE_TYPES | {
     "compaction/summary",
     "compaction/end",
     "compaction/prune",
-}
+})
 _PLUGIN_TYPES = (
     "agent-preset/selected", "agent/inbox/spliced", "approval/asked", "approval/decided",
     "approval/policy", "command/run", "command/done", "feedback/record", "goal/change",
@@ -59,9 +68,9 @@ _PLUGIN_TYPES = (
     "tool-workflow/agent-start", "tool-workflow/agent-end", "tool-workflow/run-start",
     "tool-workflow/run-end", "web/deepseek-search-llm-request",
 )
-KNOWN_TYPES: frozenset[str] = CORE_TYPES | frozenset(_PLUGIN_TYPES)
-RETIRED_TYPES: frozenset[str] = frozenset({"request/header-delta", "mode/set"})
-ROW_TAGS: frozenset[str] = frozenset({"text-chunks", "reasoning-chunks", "tool-call-chunks"})
+KNOWN_TYPES = TypeNames(CORE_TYPES | frozenset(_PLUGIN_TYPES))
+RETIRED_TYPES = TypeNames({"request/header-delta", "mode/set"})
+ROW_TAGS = TypeNames({"text-chunks", "reasoning-chunks", "tool-call-chunks"})
 
 # On-disk key order of an event (SPEC 7.1); no other top-level key is allowed.
 EVENT_KEYS: tuple[str, ...] = (

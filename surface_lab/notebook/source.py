@@ -102,6 +102,10 @@ def _plans(events: Sequence[Mapping[str, Any]], problems: list[Problem], strict:
 
     for seq, event in enumerate(events):
         try:
+            if not isinstance(event.get("type"), str):  # frames need a type to show
+                raise AdmissionError(f"seq {seq}: type must be a string, got "
+                                     f"{event.get('type')!r}", code="envelope-invalid",
+                                     seq=seq)
             plan = plan_event(nodes, event, seq=seq, lookup=lookup, full=False)
         except AdmissionError as err:
             if strict:

@@ -41,6 +41,7 @@ ZSTD_NAME = "session.jsonl.zstd"
 # A line longer than this is refused as unparsable rather than loaded (bounded memory).
 MAX_LINE_BYTES = 64 * 1024 * 1024
 MAX_DECOMPRESSED_BYTES = 4 * 1024**3
+ZSTD_PIECE = 4096  # compressed bytes fed at a time: at most ~128 MiB of output each
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 _LONG_DIGITS = re.compile(rb"\d{19,}")
 
@@ -123,39 +124,41 @@ def encode_events(events: Sequence[Event], *, pack: bool = True) -> bytes:
 
 
 def read_log_bytes(path: Path) -> tuple[bytes, bool]:
-    """The decompressed bytes of a log file and whether a zstd frame was torn."""
+    """The decompressed bytes of a log file and whether a zstd frame was torn.
+
+    zstd input is fed in small pieces so that a decompression bomb is refused once the
+    output passes `MAX_DECOMPRESSED_BYTES`, whatever the frames claim about their size.
+    """
     raw = path.read_bytes()
     if not path.name.endswith(".zstd"):
         return raw, False
     import zstandard
 
     dctx = zstandard.ZstdDecompressor()
-    out: list[bytes] = []
+    frames: list[bytes] = []
     total = 0
-    rest = raw
+    rest = memoryview(raw)
     while rest:
-        try:
-            size = zstandard.frame_content_size(rest)
-        except zstandard.ZstdError:
-            return b"".join(out), True
-        if size > MAX_DECOMPRESSED_BYTES - total:
-            raise CorruptLogError(f"zstd frame would decompress past the limit of "
-                                  f"{MAX_DECOMPRESSED_BYTES} bytes", code="log-corrupt",
-                                  path=str(path))
         dobj = dctx.decompressobj()
+        frame: list[bytes] = []
+        offset = 0
         try:
-            chunk = dobj.decompress(rest)
+            while not dobj.eof and offset < len(rest):
+                frame.append(dobj.decompress(bytes(rest[offset : offset + ZSTD_PIECE])))
+                offset += ZSTD_PIECE
+                total += len(frame[-1])
+                if total > MAX_DECOMPRESSED_BYTES:
+                    raise CorruptLogError(
+                        f"decompressed log exceeds the limit of {MAX_DECOMPRESSED_BYTES} "
+                        f"bytes", code="log-corrupt", path=str(path))
         except zstandard.ZstdError:
-            return b"".join(out), True
-        if not dobj.eof:
-            return b"".join(out), True
-        total += len(chunk)
-        if total > MAX_DECOMPRESSED_BYTES:
-            raise CorruptLogError("decompressed log exceeds the size limit", code="log-corrupt",
-                                  path=str(path))
-        out.append(chunk)
-        rest = dobj.unused_data
-    return b"".join(out), False
+            return b"".join(frames), True
+        if not dobj.eof:  # the final frame was cut short: nothing in it counts
+            return b"".join(frames), True
+        frames.append(b"".join(frame))
+        # The next frame starts with what the last piece held past this one's end.
+        rest = memoryview(dobj.unused_data + bytes(rest[offset:]))
+    return b"".join(frames), False
 
 
 class _BadLine(Exception):
@@ -298,9 +301,37 @@ def _corrupt_after_bad(path: str, first_bad: tuple[int, _BadLine], line_no: int)
         f"so this is not a crash tail", code=bad.code, path=path, line=bad_line)
 
 
+_INTENT = re.compile(rb"pending (\d+) (\d+)\n")
+
+
+def lock_path(log: Path) -> Path:
+    return log.with_name(log.name + ".lock")
+
+
+def read_intent(log: Path) -> tuple[int, int] | None:
+    """The byte range `[start, end)` an append announced in the lock file and has not
+    finished, if any. Appends write it (and fsync it) before the data and clear it after
+    the data is fsynced, so a batch cut short by a crash is never taken as committed."""
+    try:
+        match = _INTENT.fullmatch(lock_path(log).read_bytes())
+    except OSError:
+        return None
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
 def scan_file(path: Path, progress: Progress | None = None) -> Scan:
     data, torn = read_log_bytes(path)
-    return scan_bytes(data, str(path), torn_frame=torn, progress=progress)
+    intent = None if path.name.endswith(".zstd") else read_intent(path)
+    if intent is None or len(data) == intent[1] or len(data) < intent[0]:
+        return scan_bytes(data, str(path), torn_frame=torn, progress=progress)
+    start, end = intent
+    scan = scan_bytes(data[:start], str(path), progress=progress)
+    scan.problems.append(Problem(
+        "note", "unfinished-batch",
+        f"an append of bytes {start}..{end} did not finish ({len(data) - start} written): "
+        f"it was never committed and repair drops it", str(path)))
+    scan.truncate_at = start if scan.truncate_at is None else scan.truncate_at
+    return scan
 
 
 # -- the store ---------------------------------------------------------------------------
@@ -406,11 +437,21 @@ class JsonlStore(Store):
         self._created[checked["id"]] = checked
 
     @contextlib.contextmanager
-    def _locked(self, log: Path) -> Iterator[None]:
-        fd = os.open(log.with_name(log.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    def _locked(self, log: Path) -> Iterator[int]:
+        """Hold the exclusive lock of a log; first drop an append a dead writer left
+        unfinished (under the lock no other writer can be in the middle of one)."""
+        fd = os.open(lock_path(log), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
+            intent = read_intent(log)
+            if intent is not None:
+                if log.stat().st_size != intent[1]:
+                    with open(log, "r+b") as f:
+                        f.truncate(intent[0])
+                        os.fsync(f.fileno())
+                    self._next.pop(log, None)
+                os.ftruncate(fd, 0)
+            yield fd
         finally:
             os.close(fd)
 
@@ -437,24 +478,35 @@ class JsonlStore(Store):
         batch = _checked_batch(events)
         if not batch:
             return
-        log = self._find(session_id)
-        if log is None:
-            self._create_file(session_id, batch)
-            return
-        with self._locked(log):
-            expected = self._stored_next(log)
-            if batch[0]["seq"] != expected:
-                raise conflict(str(log), session_id, expected, batch[0]["seq"])
-            self._write_at_end(log, session_id, encode_events(batch, pack=self.pack),
-                               batch[0]["seq"], expected + len(batch))
+        try:
+            log = self._find(session_id)
+            if log is None:
+                self._create_file(session_id, batch)
+                return
+            with self._locked(log) as lock:
+                expected = self._stored_next(log)
+                if batch[0]["seq"] != expected:
+                    raise conflict(str(log), session_id, expected, batch[0]["seq"])
+                self._write_at_end(log, lock, session_id, encode_events(batch, pack=self.pack),
+                                   batch[0]["seq"], expected + len(batch))
+        except OSError as err:  # locking, opening or reading failed: nothing was written
+            raise StorageError(f"session {session_id!r}: appending from seq "
+                               f"{batch[0]['seq']} failed: {err}", path=self.path,
+                               seq=batch[0]["seq"]) from err
 
-    def _write_at_end(self, log: Path, session_id: str, payload: bytes, seq: int,
+    def _write_at_end(self, log: Path, lock: int, session_id: str, payload: bytes, seq: int,
                       next_seq: int) -> None:
-        """Append and fsync; on any failure truncate back so nothing half-written stays."""
+        """Announce the byte range in the lock file, append and fsync, then clear the
+        announcement. A failure truncates back; a crash leaves the announcement, so readers
+        and the next writer drop the unfinished batch instead of taking part of it."""
         fd = os.open(log, os.O_WRONLY | os.O_APPEND)
         try:
             size = os.fstat(fd).st_size
             try:
+                intent = f"pending {size} {size + len(payload)}\n".encode()
+                os.ftruncate(lock, 0)
+                os.pwrite(lock, intent, 0)
+                os.fsync(lock)
                 view = memoryview(payload)
                 while view:
                     view = view[os.write(fd, view):]
@@ -463,10 +515,12 @@ class JsonlStore(Store):
                 with contextlib.suppress(OSError):
                     os.ftruncate(fd, size)
                     os.fsync(fd)
+                    os.ftruncate(lock, 0)
                 self._next.pop(log, None)
                 raise StorageError(f"session {session_id!r}: appending from seq {seq} failed "
                                    f"and was rolled back: {err}", path=str(log),
                                    seq=seq) from err
+            os.ftruncate(lock, 0)
             self._next[log] = (size + len(payload), next_seq)
         finally:
             os.close(fd)
@@ -513,18 +567,18 @@ class JsonlStore(Store):
         if log.name.endswith(".zstd"):
             raise StorageError(f"{log}: compressed logs are read-only here; convert first",
                                path=str(log))
-        with self._locked(log):
+        with self._locked(log) as lock:
             now = scan_file(log)
-            if len(now.events) != len(scan.events) or now.truncate_at != scan.truncate_at:
+            if len(now.events) != len(scan.events):
                 raise conflict(str(log), session_id, len(now.events), len(scan.events))
-            if scan.truncate_at is not None:
+            if now.truncate_at is not None:
                 with open(log, "r+b") as f:
-                    f.truncate(scan.truncate_at)
+                    f.truncate(now.truncate_at)
                     f.flush()
                     os.fsync(f.fileno())
             self._next[log] = (log.stat().st_size, len(scan.events))
             if closers:
-                self._write_at_end(log, session_id, encode_events(closers, pack=False),
+                self._write_at_end(log, lock, session_id, encode_events(closers, pack=False),
                                    closers[0]["seq"], len(scan.events) + len(closers))
 
     def close(self) -> None:
