@@ -72,6 +72,13 @@ class TestAppend:
         plain = event.copy()
         plain["type"] = "x"
         assert event["type"] == "assistant/message"
+        from surface_lab.jsonvalue import FrozenDict, FrozenList, thaw
+
+        deep = thaw(event)
+        deep["data"]["message"]["content"].append({"type": "text", "text": "mine"})
+        assert type(deep["data"]) is dict and type(deep["data"]["message"]["content"]) is list
+        assert not isinstance(deep["data"], FrozenDict | FrozenList)
+        assert len(event["data"]["message"]["content"]) == 2
 
     def test_surface_types_need_a_surface_op_at_runtime(self) -> None:
         kind: str = "tool/result"
