@@ -34,8 +34,16 @@ def _sessions_in(path: Path) -> list[str | None]:
             return list(db.list())
     if path.is_dir() and not any((path / n).is_file() for n in ("session.jsonl",
                                                                 "session.jsonl.zstd")):
+        if _foreign(path):
+            return [None]  # read_log names the importer to use
         return list(JsonlStore(path).list())
     return [None]
+
+
+def _foreign(path: Path) -> bool:
+    from .importers import detect_format
+
+    return detect_format(path) is not None
 
 
 def _label(path: Path, session_id: str | None) -> str:
@@ -137,8 +145,35 @@ def cmd_repair(args: argparse.Namespace) -> int:
 # -- convert -----------------------------------------------------------------------------
 
 
+def cmd_import(args: argparse.Namespace, src: Path, dst: Path) -> int:
+    from .importers import import_any
+
+    result = import_any(src, fmt=args.fmt, leaf=args.leaf, tombstones=args.tombstones,
+                        strict=args.strict)
+    for finding in [*result.notes, *result.problems]:
+        _out(str(finding))
+    if dst.exists():
+        raise StorageError(f"{dst}: already exists; nothing written", path=str(dst))
+    store = JsonlStore.for_file(dst)
+    store.create(result.header)
+    store.append(str(result.header["id"]), result.events)
+    replaced = sum(len(c["shadowed_seqs"]) for c in result.compactions)
+    _out(f"{src} -> {dst}: {result.format}, {len(result.events)} events, "
+         f"{len(result.compactions)} compaction(s) shadowing {replaced} entries, "
+         f"{len(result.problems)} problem(s)", sys.stderr)
+    return 1 if args.strict and result.problems else 0
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
-    src, dst = Path(args.src), Path(args.dst)
+    if args.dst and args.output and args.dst != args.output:
+        raise StorageError("give the destination once (DST or -o)")
+    target = args.output or args.dst
+    if not target:
+        raise StorageError("convert needs a destination: DST or -o OUT.jsonl")
+    src, dst = Path(args.src), Path(target)
+    if args.fmt is not None or ((not src.is_dir() or not (src / "session.jsonl").exists()) \
+            and _foreign(src)):
+        return cmd_import(args, src, dst)
     sessions = _sessions_in(src)
     readings = [read_log(src, session_id=s) for s in sessions]
     bad = [r for r in readings if not r.valid]
@@ -298,10 +333,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--session", help="the session of a store or database")
     p.set_defaults(run=cmd_repair)
 
-    p = sub.add_parser("convert", help="copy logs between JSONL and SQLite")
+    p = sub.add_parser("convert", help="copy logs between JSONL and SQLite, or import "
+                                       "another agent's log")
     p.add_argument("src", metavar="SRC")
-    p.add_argument("dst", metavar="DST",
+    p.add_argument("dst", metavar="DST", nargs="?",
                    help="a .jsonl file, a .db/.sqlite database, or a JSONL store folder")
+    p.add_argument("-o", "--output", metavar="OUT", help="the destination (same as DST)")
+    p.add_argument("--from", dest="fmt", choices=["claude-code", "codex", "pi", "atif",
+                                                  "openhands"],
+                   help="import another tool's log (detected when left out)")
+    p.add_argument("--leaf", help="the branch to import (a record or entry id)")
+    p.add_argument("--tombstones", action="store_true",
+                   help="stand tombstones in for deleted runs instead of re-appending")
+    p.add_argument("--strict", action="store_true", help="exit 1 when the import finds a "
+                                                         "problem")
     p.set_defaults(run=cmd_convert)
 
     p = sub.add_parser("audit", help="audit the compactions of a log: table, PNG, HTML")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .errors import StorageError
+from .errors import CorruptLogError, StorageError, UnsupportedFormatError
 from .events import Event
 from .jsonvalue import FrozenDict
 from .session import Session
@@ -111,6 +111,16 @@ def read_log(path: str | os.PathLike[str], *, session_id: str | None = None,
     """
     try:
         scan = _scan(Path(path), session_id, progress)
+        return LogReading._from(check_log(scan))
     except OSError as err:
         raise StorageError(f"{path}: {err.strerror or err}", path=str(path)) from err
-    return LogReading._from(check_log(scan))
+    except (CorruptLogError, UnsupportedFormatError, StorageError) as err:
+        if err.line not in (None, 1) and err.code != "seq-gap":
+            raise
+        from .importers import foreign_format_hint
+
+        hint = foreign_format_hint(Path(path))
+        if hint is None:
+            raise
+        raise UnsupportedFormatError(hint, code="format-unsupported", path=str(path),
+                                     line=1 if Path(path).is_file() else None) from err

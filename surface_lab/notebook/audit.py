@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..messages import message_text
 from ..surface import REPLACE, apply_plan
-from .frames import replacements_df
+from .frames import brackets, replacements_df
 from .plots import figure_png, plot_shadowing, plot_surface_size
 from .render import STYLE, esc, message_card
 from .source import LogData, load_source
@@ -56,15 +56,22 @@ def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True)
     `recorded_matches` is False where a trace's shadowedSeqs disagree with the fold."""
     log = load_source(source, strict=strict, progress=progress)
     frame = replacements_df(log) if strict else replacements_df(log, strict=False)[0]
+    # What the model still sees once the whole manipulation is done: just after the
+    # replace, or after its bracket's end when an importer re-appended kept items.
+    traces = brackets(log.events)
+    settle = {plan.seq: next((b.end for b in traces if b.start < plan.seq < b.end), plan.seq)
+              for plan in log.plans if plan.kind == REPLACE}
+    wanted: dict[int, list[int]] = {}
+    for seq, at in settle.items():
+        wanted.setdefault(min(at, len(log.plans) - 1), []).append(seq)
     at_risk: dict[int, list[str]] = {}
     nodes: list[int] = []
     for plan in log.plans:
         nodes = apply_plan(nodes, plan)
-        if plan.kind != REPLACE:
-            continue
-        hidden = extract_facts(_texts(log, plan.shadowed))
-        kept = extract_facts(_texts(log, nodes))  # the replacement and the rest
-        at_risk[plan.seq] = sorted(hidden - kept, key=_natural)
+        for seq in wanted.get(plan.seq, []):
+            hidden = extract_facts(_texts(log, log.plans[seq].shadowed))
+            kept = extract_facts(_texts(log, nodes))  # the replacement and the rest
+            at_risk[seq] = sorted(hidden - kept, key=_natural)
     frame = frame.copy()
     frame["shadowed_type_counts"] = [dict(Counter(types)) for types in frame["shadowed_types"]]
     frame["facts_at_risk"] = [at_risk[int(seq)] for seq in frame["seq"]]

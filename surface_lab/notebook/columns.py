@@ -15,7 +15,7 @@ TYPES = sorted(KNOWN_TYPES)
 ROLES = ["system", "user", "assistant"]
 OPS = ["append", "replace"]
 STATES = ["not yet", "visible", "replacement", "shadowed"]
-KINDS = ["compaction", "prune", "replace"]
+KINDS = ["compaction", "prune", "rollback", "replace"]
 
 
 @dataclass(frozen=True)
@@ -75,13 +75,16 @@ SCHEMAS: dict[str, list[Column]] = {
     "replacements": [
         Column("seq", INT, "the replacing event"),
         Column("type", _cat(TYPES), "its type"),
-        Column("kind", _cat(KINDS), "compaction (a summary), prune (a tool-result rewrite) "
-                                    "or another replace"),
+        Column("kind", _cat(KINDS), "compaction (a summary), prune (a tool-result rewrite), "
+                                    "rollback (an imported undo) or another replace"),
         Column("start", INT, "surfaceOp.start"),
         Column("end", INT, "surfaceOp.end"),
         Column("shadowed_seqs", OBJ, "list of the seqs it shadowed, in surface order"),
         Column("shadowed_types", OBJ, "list of their types"),
         Column("n_shadowed", INT, "how many entries it shadowed"),
+        Column("restored_seqs", OBJ, "shadowed seqs its bracket re-appended as copies "
+                                     "(imported logs): moved, not lost"),
+        Column("removed_seqs", OBJ, "shadowed seqs that really left the model's view"),
         Column("chars_before", INT, "characters of the shadowed entries"),
         Column("tokens_before", INT, "estimated tokens of the shadowed entries"),
         Column("chars_after", INT, "characters of the replacement"),

@@ -6,6 +6,7 @@ large file loads. Columns and dtypes are those of `columns.SCHEMAS`."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,8 @@ from .columns import STATES, empty_frame, frame_from_columns
 from .source import LogData, load_source
 
 __all__ = [
+    "Bracket",
+    "brackets",
     "events_df",
     "messages_df",
     "nodes_at",
@@ -125,41 +128,94 @@ def surface_df(source: Any, at: int | None = None, *, strict: bool = True,
     return _finish(frame_from_columns("surface", cols), log, strict)
 
 
-def _recorded(events: Sequence[Event], seq: int, compaction_id: Any) -> list[Any] | None:
-    """The shadowedSeqs a compaction trace recorded for the replace at `seq`, if any."""
-    for event in reversed(events[:seq]):
+@dataclass(frozen=True)
+class Bracket:
+    """A compaction trace: `compaction/start` .. `compaction/end` and what it recorded."""
+
+    compaction_id: Any
+    start: int
+    end: int
+    recorded: list[Any] | None
+    restored: frozenset[int]
+    kind: str
+
+
+def brackets(events: Sequence[Event]) -> list[Bracket]:
+    """Every compaction bracket of a log (an unclosed one runs to the end)."""
+    out: list[Bracket] = []
+    open_at: dict[Any, int] = {}
+    summaries: dict[Any, Mapping[str, Any]] = {}
+    for event in events:
         data = mapping_at(event, "data")
-        if event["type"] == "compaction/summary" and data.get("compactionId") == compaction_id:
-            return list(data.get("shadowedSeqs") or [])
-        if event["type"] == "compaction/prune" and compaction_id is None:
-            return list(data.get("shadowedSeqs") or [])
-        if event["type"] in SURFACE_TYPES:
-            return None
+        cid = data.get("compactionId")
+        if not isinstance(cid, (str, int)):
+            continue
+        if event["type"] == "compaction/start":
+            open_at[cid] = event["seq"]
+        elif event["type"] == "compaction/summary":
+            summaries[cid] = data
+        elif event["type"] == "compaction/end" and cid in open_at:
+            out.append(_bracket(cid, open_at.pop(cid), event["seq"], summaries.get(cid)))
+    out += [_bracket(cid, at, len(events), summaries.get(cid)) for cid, at in open_at.items()]
+    return sorted(out, key=lambda b: b.start)
+
+
+def _bracket(cid: Any, start: int, end: int, summary: Mapping[str, Any] | None) -> Bracket:
+    recorded = list(summary.get("shadowedSeqs") or []) if summary is not None else None
+    restored = summary.get("restoredSeqs") if summary is not None else None
+    imported = mapping_at(summary, "imported") if summary is not None else {}
+    kind = "rollback" if imported.get("kind") == "rollback" else "compaction"
+    return Bracket(cid, start, end, recorded, frozenset(
+        s for s in restored or [] if isinstance(s, int)), kind)
+
+
+def _prune_record(events: Sequence[Event], seq: int) -> list[Any] | None:
+    """The shadowedSeqs a `compaction/prune` just before a tool-result rewrite recorded."""
+    before = events[seq - 1] if seq > 0 else None
+    if before is not None and before["type"] == "compaction/prune":
+        return list(mapping_at(before, "data").get("shadowedSeqs") or [])
     return None
 
 
 def replacements_df(source: Any, *, strict: bool = True, progress: bool = True) -> Any:
     """One row per replace: what it shadowed (seqs, types, sizes), what replaced it, its
-    plugin and compaction id, and whether the recorded trace matches the fold."""
+    plugin and compaction id, what an importer re-appended (`restored_seqs`, not losses)
+    and really removed (`removed_seqs`), and whether the recorded trace matches the fold."""
     log = load_source(source, strict=strict, progress=progress)
     events = log.events
-    replaces = {p.seq for p in log.plans if p.kind == REPLACE}
+    replaces = [p for p in log.plans if p.kind == REPLACE]
+    replaced = {p.seq for p in replaces}
+    traces = brackets(events)
+    owner = {p.seq: next((b for b in traces if b.start < p.seq < b.end), None)
+             for p in replaces}
+    union: dict[int, list[int]] = {}
+    for plan in replaces:
+        bracket = owner[plan.seq]
+        if bracket is not None:
+            union.setdefault(bracket.start, []).extend(plan.shadowed)
     names = ("seq", "type", "kind", "start", "end", "shadowed_seqs", "shadowed_types",
-             "n_shadowed", "chars_before", "tokens_before", "chars_after", "tokens_after",
-             "plugin", "compaction_id", "shadows_replacement", "recorded_matches")
+             "n_shadowed", "restored_seqs", "removed_seqs", "chars_before", "tokens_before",
+             "chars_after", "tokens_after", "plugin", "compaction_id", "shadows_replacement",
+             "recorded_matches")
     cols: dict[str, list[Any]] = {k: [] for k in names}
-    for plan in log.plans:
-        if plan.kind != REPLACE:
-            continue
+    for plan in replaces:
         event = events[plan.seq]
-        message = message_of(event) if isinstance(message_of(event), Mapping) else {}
-        source_info = message.get("source", {}) if isinstance(message, Mapping) else {}
-        plugin = source_info.get("plugin") if isinstance(source_info, Mapping) else None
-        cid = source_info.get("compactionId") if isinstance(source_info, Mapping) else None
-        kind = ("prune" if event["type"] == "tool/result" else
-                "compaction" if plugin == "compact" or cid is not None else "replace")
+        source_info = mapping_at(message_of(event), "source")
+        plugin = source_info.get("plugin")
+        bracket = owner[plan.seq]
+        cid = source_info.get("compactionId") or (bracket.compaction_id if bracket else None)
         shadowed = list(plan.shadowed)
-        recorded = _recorded(events, plan.seq, cid) if kind != "replace" else None
+        if event["type"] == "tool/result" and bracket is None:
+            kind, recorded = "prune", _prune_record(events, plan.seq)
+            matches = None if recorded is None else recorded == shadowed
+        elif bracket is not None:
+            kind = bracket.kind
+            recorded = bracket.recorded
+            matches = None if recorded is None else recorded == union[bracket.start]
+        else:
+            kind = "compaction" if plugin == "compact" else "replace"
+            matches = None
+        restored = [s for s in shadowed if bracket is not None and s in bracket.restored]
         cols["seq"].append(plan.seq)
         cols["type"].append(event["type"])
         cols["kind"].append(kind)
@@ -168,14 +224,16 @@ def replacements_df(source: Any, *, strict: bool = True, progress: bool = True) 
         cols["shadowed_seqs"].append(shadowed)
         cols["shadowed_types"].append([events[s]["type"] for s in shadowed])
         cols["n_shadowed"].append(len(shadowed))
+        cols["restored_seqs"].append(restored)
+        cols["removed_seqs"].append([s for s in shadowed if s not in restored])
         cols["chars_before"].append(sum(len(message_text(events[s])) for s in shadowed))
         cols["tokens_before"].append(sum(estimate_tokens(events[s]) for s in shadowed))
         cols["chars_after"].append(len(message_text(event)))
         cols["tokens_after"].append(estimate_tokens(event))
         cols["plugin"].append(plugin if isinstance(plugin, str) else None)
-        cols["compaction_id"].append(cid if isinstance(cid, str) else None)
-        cols["shadows_replacement"].append(any(s in replaces for s in shadowed))
-        cols["recorded_matches"].append(None if recorded is None else recorded == shadowed)
+        cols["compaction_id"].append(str(cid) if isinstance(cid, (str, int)) else None)
+        cols["shadows_replacement"].append(any(s in replaced for s in shadowed))
+        cols["recorded_matches"].append(matches)
     return _finish(frame_from_columns("replacements", cols), log, strict)
 
 

@@ -1,0 +1,259 @@
+"""ATIF trajectories (IMPORTERS.md section 6): a root trajectory and its continuations as
+one surface log; a context-management boundary becomes a compaction bracket whose target
+is the continuation's copied context."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..events import mapping_at
+from ..messages import message_text
+from .common import MAX_SOURCE_LINE, Builder, ImportError_, ImportResult, parse_time
+from .planner import Keep, New
+
+__all__ = ["import_atif", "looks_like_atif"]
+
+MAX_FILES = 1000
+
+
+def looks_like_atif(document: Any) -> bool:
+    return isinstance(document, Mapping) and str(document.get("schema_version", "")).startswith(
+        "ATIF-")
+
+
+def _load(path: Path) -> Any:
+    if path.stat().st_size > MAX_SOURCE_LINE:
+        raise ImportError_(f"{path}: larger than {MAX_SOURCE_LINE} bytes",
+                           code="line-unparsable", path=str(path))
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ImportError_(f"{path}: not JSON: {err}", code="line-unparsable",
+                           path=str(path)) from None
+
+
+def _text(message: Any) -> str:
+    if isinstance(message, str):
+        return message
+    if isinstance(message, list):
+        return "\n".join(str(p.get("text", "")) for p in message
+                         if isinstance(p, Mapping) and p.get("type") == "text")
+    return "" if message is None else json.dumps(message)
+
+
+def _continuation(root: Path, current: Path, ref: Any, b: Builder) -> Path | None:
+    """Resolve a continuation reference inside the root's folder only."""
+    if not isinstance(ref, str) or not ref or Path(ref).is_absolute() or ".." in Path(
+            ref).parts or "/" in ref or "\\" in ref:
+        b.problem("continuation-missing", f"continuation reference {ref!r} is not a file "
+                  f"name inside the trajectory's folder; not followed")
+        return None
+    folder = root.parent.resolve()
+    direct = folder / ref
+    if direct.is_file():
+        return direct
+    stem = current.name.rsplit("trajectory", 1)[0] if "trajectory" in current.name else ""
+    prefixed = folder / (stem + ref)
+    if stem and prefixed.is_file() and prefixed.resolve().parent == folder:
+        b.note("continuation-resolved-by-prefix", f"{ref} resolved as {prefixed.name}")
+        return prefixed
+    b.problem("continuation-missing", f"continuation {ref!r} is not in {folder}")
+    return None
+
+
+def import_atif(source: str | Path, *, tombstones: bool = False,
+                strict: bool = False) -> ImportResult:
+    """Import an ATIF trajectory, following `continued_trajectory_ref` inside its folder.
+
+    Args:
+        source: the root trajectory `.json` file.
+        tombstones: stand tombstones in for deleted runs instead of widening.
+        strict: raise on the first problem.
+    """
+    root = Path(source)
+    b = Builder("atif", str(root), tombstones=tombstones)
+    document = _load(root)
+    if not looks_like_atif(document):
+        raise ImportError_(f"{root}: not an ATIF trajectory (no schema_version ATIF-...)",
+                           code="format-unsupported", path=str(root))
+    files: list[tuple[Path, Any]] = [(root, document)]
+    while len(files) < MAX_FILES:
+        ref = files[-1][1].get("continued_trajectory_ref")
+        if ref is None:
+            break
+        nxt = _continuation(root, files[-1][0], ref, b)
+        if nxt is None or any(nxt == f for f, _ in files):
+            break
+        data = _load(nxt)
+        if not looks_like_atif(data):
+            b.problem("continuation-missing", f"{nxt.name} is not an ATIF trajectory")
+            break
+        files.append((nxt, data))
+    steps0 = document.get("steps") if isinstance(document.get("steps"), list) else []
+    first_time = next((t for s in steps0 if isinstance(s, Mapping)
+                       and (t := parse_time(s.get("timestamp")))), 0)
+    b.at(first_time)
+    b.start({"version": 0, "id": str(document.get("session_id") or root.stem),
+             "createdAt": b.time})
+    agent = mapping_at(document, "agent")
+    default_model = str(agent.get("model_name") or "unknown")
+    pending_boundary: tuple[Mapping[str, Any], dict[str, Any]] | None = None
+    for index, (path, data) in enumerate(files):
+        steps = [s for s in (data.get("steps") or []) if isinstance(s, Mapping)]
+        if index > 0:
+            boundary = pending_boundary
+            if pending_boundary is None:
+                b.note("implicit-continuation-boundary", f"{path.name}: no context_management"
+                       f" step before it; a boundary is assumed at the end of the previous "
+                       f"file")
+            copied = []
+            while steps and steps[0].get("is_copied_context"):
+                copied.append(steps.pop(0))
+            _boundary(b, index, boundary, copied, path, default_model)
+        pending_boundary = None
+        for step in steps:
+            step_id = f"f{index}:step-{step.get('step_id')}"
+            origin: dict[str, Any] = {"file": str(path), "line": None, "id": step_id}
+            b.at(parse_time(step.get("timestamp")))
+            extra = mapping_at(step, "extra")
+            source_kind = step.get("source")
+            if step.get("is_copied_context"):
+                b.problem("copied-context-outside-continuation", f"{path.name} step "
+                          f"{step.get('step_id')} is copied context outside a continuation head")
+            if source_kind == "system" and isinstance(extra.get("context_management"), Mapping):
+                pending_boundary = (step, origin)
+                continue
+            if source_kind == "system":
+                if b.session is not None and not b.session.events and index == 0:
+                    b.note("system-prompt-not-on-surface", "the leading system step is the "
+                           "system prompt; it is not a surface item")
+                    continue
+                b.context(step_id, _text(step.get("message")), "system", origin)
+            elif source_kind == "user":
+                b.user(step_id, _text(step.get("message")), origin)
+            elif source_kind == "agent":
+                _agent(b, step, origin, default_model)
+        if pending_boundary is not None and index == len(files) - 1:
+            _boundary(b, index + 1, pending_boundary, [], path, default_model)
+    finished = bool(files[-1][1].get("final_metrics"))
+    result = b.result([p for p, _ in files], {"files": [p.name for p, _ in files]},
+                      finished=finished)
+    if strict and result.problems:
+        raise ImportError_(str(result.problems[0]), code=result.problems[0].code,
+                           path=str(root))
+    return result
+
+
+def _split_model(step: Mapping[str, Any], default: str) -> tuple[str, str]:
+    name = str(step.get("model_name") or default)
+    provider, _, model = default.partition("/")
+    if "/" in name:
+        provider, _, model = name.partition("/")
+    elif step.get("model_name"):
+        model = name
+    return (provider if model else "unknown"), (model or name)
+
+
+def _agent(b: Builder, step: Mapping[str, Any], origin: dict[str, Any], default: str,
+           *, copied: bool = False) -> None:
+    content: list[dict[str, Any]] = []
+    if step.get("reasoning_content"):
+        content.append({"type": "reasoning", "text": str(step["reasoning_content"])})
+    if step.get("message"):
+        content.append({"type": "text", "text": _text(step.get("message"))})
+    calls = [c for c in step.get("tool_calls") or [] if isinstance(c, Mapping)]
+    for call in calls:
+        content.append({"type": "tool-call", "id": str(call.get("tool_call_id", "")),
+                        "name": str(call.get("function_name", "")),
+                        "arguments": json.dumps(call.get("arguments", {}),
+                                                separators=(",", ":"))})
+    provider, model = _split_model(step, default)
+    metrics = mapping_at(step, "metrics")
+    usage = {k2: metrics[k1] for k1, k2 in (("prompt_tokens", "inputTokens"),
+                                            ("completion_tokens", "outputTokens"),
+                                            ("cached_tokens", "cacheReadTokens"))
+             if isinstance(metrics.get(k1), int)}
+    b.assistant(origin["id"], content, provider=provider, model=model, step_key=origin["id"],
+                origin=origin, usage=usage or None)
+    ids = {c.get("tool_call_id") for c in calls}
+    observation = mapping_at(step, "observation")
+    for k, result in enumerate(observation.get("results") or []):
+        if not isinstance(result, Mapping):
+            continue
+        if result.get("content") is None:
+            if result.get("subagent_trajectory_ref"):
+                b.note("subagent-not-imported", "a subagent trajectory is not spliced in")
+            continue
+        rid = f"{origin['id']}:obs-{k}"
+        text = _text(result.get("content"))
+        if result.get("source_call_id") in ids and result.get("source_call_id"):
+            b.tool_result(rid, str(result["source_call_id"]), text, False, {**origin, "id": rid})
+        else:
+            b.context(rid, text, "observation", {**origin, "id": rid}, in_step=True)
+
+
+def _boundary(b: Builder, index: int, boundary: Any, copied: list[Mapping[str, Any]],
+              path: Path, default_model: str) -> None:
+    """The target: the boundary's observation contents, then the copied context."""
+    step, origin = boundary if boundary is not None else (None, None)
+    compaction_id = origin["id"] if origin else f"f{index}:implicit-boundary"
+    events = b.session.events if b.session is not None else []
+    surface = b.surface()
+    target: list[Keep | New] = []
+    used: set[int] = set()
+    summary_done = False
+    items: list[tuple[str, str, str]] = []  # (kind, text, id)
+    if step is not None:
+        observation = mapping_at(step, "observation")
+        for k, result in enumerate(observation.get("results") or []):
+            if isinstance(result, Mapping) and result.get("content") is not None:
+                items.append(("boundary", _text(result["content"]), f"{compaction_id}:obs-{k}"))
+    for step_copied in copied:
+        items.append((str(step_copied.get("source")), _text(step_copied.get("message")),
+                      f"f{index}:step-{step_copied.get('step_id')}"))
+    last_kept = -1
+    for kind, text, item_id in items:
+        match = next((seq for seq in surface if seq not in used
+                      and surface.index(seq) > last_kept
+                      and _same(events[seq], kind, text)), None)
+        if match is not None:
+            used.add(match)
+            last_kept = surface.index(match)
+            target.append(Keep(match))
+            continue
+        item_origin = {"file": str(path), "line": None, "id": item_id}
+        if kind in ("user", "boundary") and not summary_done:
+            summary_done = True
+            target.append(New("user/message", {
+                "id": item_id, "role": "user", "content": [{"type": "text", "text": text}],
+                "source": {"kind": "plugin", "plugin": "compact", "compactionId": compaction_id,
+                           "importedFrom": "atif"}}, origin=item_origin))
+        elif kind == "agent":
+            provider, _, model = default_model.partition("/")
+            target.append(New("assistant/message", {
+                "turn": b.turn, "step": 0, "message": {
+                    "id": item_id, "role": "assistant", "content": [{"type": "text",
+                                                                     "text": text}],
+                    "source": {"kind": "model", "provider": provider if model else "unknown",
+                               "model": model or provider}}}, origin=item_origin))
+        else:
+            target.append(New("context/message", {
+                "id": item_id, "role": "user", "content": [{"type": "text", "text": text}],
+                "source": {"kind": "harness", "harness": "atif",
+                           "origin": "boundary-content" if kind == "boundary"
+                           else "copied-context"}}, origin=item_origin))
+    summary: list[dict[str, Any]] = next((t.data["content"] for t in target if isinstance(t, New)
+                    and t.data.get("source", {}).get("plugin") == "compact"), [])
+    b.compaction(compaction_id, target, summary=summary, imported={
+        "continuation": path.name, "contextManagement": json.dumps(
+            (step or {}).get("extra", {}).get("context_management"))})
+
+
+def _same(event: Mapping[str, Any], kind: str, text: str) -> bool:
+    wanted = {"user": ("user/message",), "agent": ("assistant/message",),
+              "boundary": ("user/message", "context/message"),
+              "system": ("context/message",)}.get(kind, ())
+    return event["type"] in wanted and message_text(event) == text

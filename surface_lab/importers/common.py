@@ -1,0 +1,365 @@
+"""What every importer shares (IMPORTERS.md section 2): the result, and a builder that
+writes a valid surface log through a `Session` with dsh-shaped turns and steps,
+tool-call bookkeeping, origins, notes and problems, and compaction brackets."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import SurfaceLabError
+from ..events import Event
+from ..jsonvalue import FrozenDict, thaw
+from ..session import Session
+from ..storage.base import Problem
+from .planner import TOMBSTONE, Keep, New, Replace, plan
+
+__all__ = ["Builder", "ImportError_", "ImportResult", "parse_time", "sha256_file"]
+
+MAX_SOURCE_LINE = 64 * 1024 * 1024
+
+
+class ImportError_(SurfaceLabError):
+    """A source the importer cannot read at all (its code names the reason)."""
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def parse_time(value: Any) -> int | None:
+    """Epoch ms of an ISO 8601 string or an epoch number (seconds or ms); None if not one.
+    Naive times are read as UTC."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return int(value if value > 10**11 else value * 1000)
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return int(parsed.timestamp() * 1000)
+
+
+@dataclass
+class ImportResult:
+    """An imported session: a valid surface log and what the import knows about it."""
+
+    format: str
+    header: FrozenDict
+    events: list[Event]
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    selection: dict[str, Any] = field(default_factory=dict)
+    origins: dict[int, dict[str, Any]] = field(default_factory=dict)
+    notes: list[Problem] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    compactions: list[dict[str, Any]] = field(default_factory=list)
+
+    def session(self) -> Session:
+        return Session(str(self.header["id"]), seed=self.events, header=self.header)
+
+
+def read_jsonl(path: Path, builder: Builder) -> list[tuple[int, dict[str, Any]]]:
+    """The JSON object lines of a source file with their 1-based line numbers; bad lines
+    are reported (`line-unparsable`) and skipped."""
+    import orjson
+
+    out: list[tuple[int, dict[str, Any]]] = []
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            if len(line) > MAX_SOURCE_LINE:
+                builder.problem("line-unparsable", f"line longer than {MAX_SOURCE_LINE} bytes "
+                                "skipped", line=number)
+                continue
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError as err:
+                builder.problem("line-unparsable", f"not JSON: {err}", line=number)
+                continue
+            if isinstance(record, dict):
+                out.append((number, record))
+            else:
+                builder.problem("line-unparsable", "not a JSON object", line=number)
+    return out
+
+
+def image_block(data: Any, media_type: Any) -> dict[str, Any]:
+    """An image with its bytes identified by hash (the bytes themselves are not kept)."""
+    import base64
+    import binascii
+
+    attachment: dict[str, Any] = {"attachmentId": "unavailable", "mediaType": media_type}
+    if isinstance(data, str):
+        try:
+            raw = base64.b64decode(data, validate=True)
+            attachment = {"attachmentId": "sha256:" + hashlib.sha256(raw).hexdigest(),
+                          "mediaType": media_type, "bytes": len(raw)}
+        except (binascii.Error, ValueError):
+            pass
+    return {"type": "image", "attachment": attachment}
+
+
+def text_blocks(content: Any) -> list[dict[str, Any]]:
+    """A string as one text block; lists are kept (blocks of unknown types are allowed)."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return [dict(b) if isinstance(b, Mapping) else {"type": "text", "text": str(b)}
+                for b in content]
+    return [] if content is None else [{"type": "text", "text": str(content)}]
+
+
+class Builder:
+    """Writes an imported log event by event; every event is checked as it is appended."""
+
+    def __init__(self, fmt: str, path: str, *, tombstones: bool = False) -> None:
+        self.format = fmt
+        self.path = path
+        self.tombstones = tombstones
+        self.time = 0
+        self.session: Session | None = None
+        self._pending: list[tuple[str, Any, dict[str, Any]]] = []
+        self.turn = 0
+        self.turn_open = False
+        self.step = 0
+        self.step_open = False
+        self.step_key: Any = None
+        self.call_seq: dict[str, int] = {}
+        self.call_place: dict[str, tuple[int, int]] = {}
+        self.origins: dict[int, dict[str, Any]] = {}
+        self.notes: list[Problem] = []
+        self.problems: list[Problem] = []
+        self.compactions: list[dict[str, Any]] = []
+        self.note_counts: Counter[str] = Counter()
+
+    # -- findings ------------------------------------------------------------------
+
+    def note(self, code: str, message: str, *, line: int | None = None,
+             once: bool = False) -> None:
+        if once and self.note_counts[code]:
+            return
+        self.note_counts[code] += 1
+        self.notes.append(Problem("note", code, message, self.path, line))
+
+    def problem(self, code: str, message: str, *, line: int | None = None) -> None:
+        self.problems.append(Problem("error", code, message, self.path, line))
+
+    # -- writing -------------------------------------------------------------------
+
+    def start(self, header: Mapping[str, Any]) -> None:
+        self.session = Session(str(header["id"]), header={**header, "delegationDepth": 0},
+                               clock=lambda: self.time)
+
+    def _append(self, kind: str, data: Any, origin: Mapping[str, Any] | None = None,
+                **fields: Any) -> Event:
+        assert self.session is not None, "start() first"
+        event = self.session.append(kind, data, **fields)
+        if origin:
+            self.origins[int(event["seq"])] = dict(origin)
+        return event
+
+    def at(self, time: int | None) -> None:
+        """Advance the clock to a record's time (records without one keep the last)."""
+        if time is not None:
+            self.time = time
+
+    def open_turn(self) -> None:
+        self.close_turn("completed")
+        self.turn += 1
+        self.turn_open = True
+        self.step = 0
+        self._append("turn/start", {"turn": self.turn})
+
+    def close_step(self) -> None:
+        if self.step_open:
+            self._append("step/end", {"turn": self.turn, "step": self.step})
+            self.step_open = False
+            self.step_key = None
+
+    def close_turn(self, kind: str = "completed", **reason: Any) -> None:
+        self.close_step()
+        if self.turn_open:
+            self._append("turn/end", {"turn": self.turn, "reason": {"kind": kind, **reason}})
+            self.turn_open = False
+
+    def user(self, message_id: str, content: Any, origin: Mapping[str, Any]) -> Event:
+        """A real user prompt: a turn opener."""
+        self.open_turn()
+        return self._append("user/message", {"id": message_id, "role": "user",
+                                             "content": text_blocks(content),
+                                             "source": {"kind": "user"}}, origin,
+                            surface_op="append")
+
+    def context(self, message_id: str, content: Any, harness_origin: str,
+                origin: Mapping[str, Any], *, in_step: bool = False) -> Event:
+        """Context the other tool injected (a `harness` source)."""
+        if not in_step:
+            self.close_step()
+        return self._append("context/message", {
+            "id": message_id, "role": "user", "content": text_blocks(content),
+            "source": {"kind": "harness", "harness": self.format, "origin": harness_origin}},
+            origin, surface_op="append")
+
+    def assistant(self, message_id: str, content: list[dict[str, Any]], *, provider: str,
+                  model: str, step_key: Any, origin: Mapping[str, Any],
+                  usage: Mapping[str, Any] | None = None, **source: Any) -> Event:
+        """One assistant unit; consecutive units with one `step_key` share a step. Each
+        tool-call block is followed by its `tool/call`."""
+        if not self.turn_open:
+            self.open_turn()
+        if not self.step_open or step_key != self.step_key:
+            self.close_step()
+            self.step += 1
+            self.step_open = True
+            self.step_key = step_key
+            self._append("step/start", {"turn": self.turn, "step": self.step})
+        data: dict[str, Any] = {"turn": self.turn, "step": self.step, "message": {
+            "id": message_id, "role": "assistant", "content": content,
+            "source": {"kind": "model", "provider": provider or "unknown",
+                       "model": model or "unknown",
+                       **{k: v for k, v in source.items() if v is not None}}}}
+        if usage:
+            data["usage"] = dict(usage)
+        event = self._append("assistant/message", data, origin, surface_op="append")
+        for block in content:
+            if block.get("type") == "tool-call":
+                call = self._append("tool/call", {"turn": self.turn, "step": self.step,
+                                                  "callId": block["id"],
+                                                  "name": block.get("name", ""),
+                                                  "arguments": block.get("arguments", "")})
+                self.call_seq[block["id"]] = int(call["seq"])
+                self.call_place[block["id"]] = (self.turn, self.step)
+        return event
+
+    def tool_result_data(self, message_id: str, call_id: str, content: Any,
+                         is_error: bool) -> dict[str, Any]:
+        turn, step = self.call_place.get(call_id, (self.turn, self.step))
+        block: dict[str, Any] = {"type": "tool-result", "toolCallId": call_id,
+                                 "content": text_blocks(content)}
+        if is_error:
+            block["isError"] = True
+        return {"turn": turn, "step": step, "message": {
+            "id": message_id, "role": "user", "source": {"kind": "tool", "callId": call_id},
+            "content": [block]}}
+
+    def tool_result(self, message_id: str, call_id: str, content: Any, is_error: bool,
+                    origin: Mapping[str, Any]) -> Event:
+        if not self.turn_open:
+            self.open_turn()
+        data = self.tool_result_data(message_id, call_id, content, is_error)
+        if call_id in self.call_seq:
+            return self._append("tool/result", data, origin, surface_op="append",
+                                source_event_seqs=[self.call_seq[call_id]])
+        self.problem("orphan-tool-result", f"a result for call {call_id!r}, which was never "
+                     f"seen", line=origin.get("line"))
+        return self._append("tool/result", data, origin, surface_op="append")
+
+    # -- compactions ---------------------------------------------------------------
+
+    def surface(self) -> list[int]:
+        assert self.session is not None
+        return list(self.session.surface.nodes)
+
+    def event(self, seq: int) -> Event:
+        assert self.session is not None
+        return self.session.events[seq]
+
+    def copy(self, seq: int) -> New:
+        original = self.event(seq)
+        return New(str(original["type"]), thaw(original["data"]), copy_of=seq,
+                   origin=self.origins.get(seq, {}))
+
+    def compaction(self, compaction_id: str, target: Sequence[Keep | New], *,
+                   summary: list[dict[str, Any]] | None, imported: Mapping[str, Any],
+                   kind: str = "summary") -> dict[str, Any]:
+        """Write one bracket: start, summary trace, the planned replaces and appends, end.
+        Returns its row for `ImportResult.compactions`."""
+        self.close_step()
+        turn = self.turn if self.turn_open else None
+        before = self.surface()
+        start = self._append("compaction/start", {"compactionId": compaction_id, "turn": turn})
+        ops = plan(before, target, self.copy, tombstones=self.tombstones)
+        # The replaces address disjoint runs of the surface as it is now.
+        shadowed = [s for op in ops if isinstance(op, Replace)
+                    for s in before[before.index(op.start) : before.index(op.end) + 1]]
+        restored = [op.item.copy_of for op in ops if op.item.copy_of is not None
+                    and op.item.copy_of in shadowed]
+        first = next((op for op in ops if isinstance(op, Replace)), None)
+        summary_event = self._append("compaction/summary", {
+            "compactionId": compaction_id, "summary": summary or [],
+            "shadowedRange": {"start": first.start, "end": first.end} if first else None,
+            "shadowedSeqs": shadowed, "shadowedTokenCount": None, "provider": None,
+            "model": None, "restoredSeqs": restored,
+            "imported": {"format": self.format, "kind": kind, **imported}})
+        cite = [int(start["seq"]), int(summary_event["seq"])]
+        tombstones = 0
+        copied: dict[int, int] = {}
+        for op in ops:
+            item = op.item
+            if item is TOMBSTONE:
+                tombstones += 1
+                item = New("assistant/message", {
+                    "turn": self.turn, "step": 0, "message": {
+                        "id": f"tombstone:{compaction_id}:"
+                              f"{op.start if isinstance(op, Replace) else 0}",
+                        "role": "assistant", "content": [],
+                        "source": {"kind": "model", "provider": "surface-lab-import",
+                                   "model": "tombstone"}}})
+            sources = list(cite)
+            if item.copy_of is not None:
+                sources.append(item.copy_of)
+            if isinstance(op, Replace):
+                now = self.surface()
+                run = now[now.index(op.start) : now.index(op.end) + 1]
+                sources += [s for s in run if s not in sources]
+                written = self._append(item.type, item.data, item.origin, surface_op={
+                    "op": "replace", "start": op.start, "end": op.end},
+                    source_event_seqs=sources)
+            else:
+                written = self._append(item.type, item.data, item.origin,
+                                       surface_op="append", source_event_seqs=sources)
+            if item.copy_of is not None:
+                copied[item.copy_of] = int(written["seq"])
+        self._append("compaction/end", {"compactionId": compaction_id, "turn": turn})
+        copies = sum(1 for op in ops if op.item.copy_of is not None)
+        if copies:
+            self.note("restored-by-copy", f"{compaction_id}: {copies} kept item(s) re-appended "
+                      f"as copies")
+        if tombstones:
+            self.note("tombstone", f"{compaction_id}: {tombstones} tombstone(s) stand in for "
+                      f"deleted runs")
+        row = {"compaction_id": compaction_id, "kind": kind, "start_seq": int(start["seq"]),
+               "shadowed_seqs": shadowed, "restored_seqs": restored, "replaces": sum(
+                   isinstance(op, Replace) for op in ops), "copies": copies,
+               "tombstones": tombstones, "copied": copied,
+               **{f"imported_{k}": v for k, v in imported.items()
+                  if isinstance(v, (str, int, float, bool))}}
+        self.compactions.append(row)
+        return row
+
+    # -- result --------------------------------------------------------------------
+
+    def result(self, sources: list[Path], selection: Mapping[str, Any], *,
+               finished: bool) -> ImportResult:
+        assert self.session is not None
+        if finished:
+            self.close_turn("completed")
+        elif self.turn_open:
+            self.note("final-turn-open", "the source does not show the last turn finished; "
+                      "read_log shows closers for it")
+        return ImportResult(
+            self.format, self.session.header, list(self.session.events),
+            sources=[{"path": str(p), "sha256": sha256_file(p)} for p in sources],
+            selection=dict(selection), origins=self.origins, notes=self.notes,
+            problems=self.problems, compactions=self.compactions)

@@ -1,0 +1,236 @@
+"""pi session JSONL (IMPORTERS.md section 5): the root-to-leaf path, with pi's own rule
+that only the last compaction on the path shapes the context."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..events import mapping_at
+from .common import Builder, ImportError_, ImportResult, image_block, parse_time, read_jsonl
+from .planner import Keep, New
+
+__all__ = ["import_pi", "is_pi_header"]
+
+SUMMARY_PREFIX = ("The conversation history before this point was compacted into the "
+                  "following summary:\n\n<summary>\n")
+SUMMARY_SUFFIX = "\n</summary>"
+BRANCH_PREFIX = ("The following is a summary of a branch that this conversation came back "
+                 "from:\n\n<summary>\n")
+MESSAGE_LIKE = {"message", "custom_message", "branch_summary"}
+ENDING = {"stop": "completed", "length": "max-tokens", "error": "error", "aborted": "aborted"}
+
+
+def is_pi_header(record: Any) -> bool:
+    """pi's first line: `type: session` like ours, but a version 1 to 3 and a
+    `timestamp` instead of `createdAt`."""
+    return (isinstance(record, Mapping) and record.get("type") == "session"
+            and record.get("version") in (1, 2, 3) and "timestamp" in record
+            and "createdAt" not in record)
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    out: list[dict[str, Any]] = []
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, Mapping):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            out.append({"type": "text", "text": str(block.get("text", ""))})
+        elif kind == "thinking":
+            reasoning: dict[str, Any] = {"type": "reasoning",
+                                         "text": str(block.get("thinking", ""))}
+            if block.get("redacted"):
+                reasoning["redacted"] = True
+            out.append(reasoning)
+        elif kind == "toolCall":
+            out.append({"type": "tool-call", "id": str(block.get("id", "")),
+                        "name": str(block.get("name", "")),
+                        "arguments": json.dumps(block.get("arguments", {}),
+                                                separators=(",", ":"), ensure_ascii=False)})
+        elif kind == "image":
+            out.append(image_block(block.get("data"), block.get("mimeType")))
+        else:
+            out.append({**block, "type": f"pi:{kind}"})
+    return out
+
+
+def import_pi(source: str | Path, *, leaf: str | None = None, tombstones: bool = False,
+              strict: bool = False) -> ImportResult:
+    """Import a pi session file.
+
+    Args:
+        source: the `.jsonl` file.
+        leaf: an entry id; by default the last entry in file order (pi's choice).
+        tombstones: stand tombstones in for deleted runs instead of widening.
+        strict: raise on the first problem.
+    """
+    path = Path(source)
+    b = Builder("pi", str(path), tombstones=tombstones)
+    lines = read_jsonl(path, b)
+    if not lines or not is_pi_header(lines[0][1]):
+        raise ImportError_(f"{path}: not a pi session (no pi header on line 1)",
+                           code="format-unsupported", path=str(path), line=1)
+    header = lines[0][1]
+    entries: dict[str, tuple[int, dict[str, Any]]] = {}
+    order: list[str] = []
+    previous: str | None = None
+    for number, entry in lines[1:]:
+        entry_id = entry.get("id")
+        if not isinstance(entry_id, str):  # version 1: ids chained in file order
+            entry = {**entry, "id": f"L{number}", "parentId": previous}
+            entry_id = entry["id"]
+        if entry_id in entries:
+            b.problem("duplicate-id", f"entry {entry_id} appears again; the last one is used",
+                      line=number)
+        else:
+            order.append(entry_id)
+        entries[entry_id] = (number, entry)
+        previous = entry_id
+    children = {e.get("parentId") for _, e in entries.values()}
+    leaves = [i for i in order if i not in children]
+    chosen = leaf if leaf is not None else (order[-1] if order else None)
+    if chosen is not None and chosen not in entries:
+        raise ImportError_(f"{path}: no entry {chosen!r} to use as the leaf",
+                           code="leaf-unknown", path=str(path))
+    walk: list[str] = []
+    seen: set[str] = set()
+    at = chosen
+    while at is not None:
+        if at in seen:
+            b.problem("cycle", f"entry {at} is its own ancestor", line=entries[at][0])
+            break
+        if at not in entries:
+            b.problem("dangling-parent", f"parent {at} is not in the file")
+            break
+        seen.add(at)
+        walk.append(at)
+        parent = entries[at][1].get("parentId")
+        at = parent if isinstance(parent, str) else None
+    path_ids = walk[::-1]
+    b.note("leaf-choice", f"imported the path to {chosen} ({len(path_ids)} entries); "
+           f"{max(len(leaves) - 1, 0)} other leaf(s)")
+    b.at(parse_time(header.get("timestamp")))
+    cwd = header.get("cwd")
+    b.start({"version": 0, "id": str(header.get("id") or path.stem), "createdAt": b.time,
+             **({"cwd": cwd} if isinstance(cwd, str) and cwd.startswith("/") else {})})
+    provider, model = "unknown", "unknown"
+    unit_seq: dict[str, int] = {}
+    dropped = 0
+    last_message: dict[str, Any] | None = None
+    for entry_id in path_ids:
+        number, entry = entries[entry_id]
+        kind = entry.get("type")
+        origin = {"file": str(path), "line": number, "id": entry_id}
+        b.at(parse_time(entry.get("timestamp")))
+        if kind == "model_change":
+            provider = str(entry.get("provider") or provider)
+            model = str(entry.get("modelId") or model)
+            continue
+        if kind == "compaction":
+            _compaction(b, entry, path_ids, entries, unit_seq, origin)
+            continue
+        if kind == "branch_summary" and entry.get("summary"):
+            text = BRANCH_PREFIX + str(entry["summary"]) + "</summary>"
+            unit_seq[entry_id] = int(b.context(entry_id, text, "branch-summary", origin)["seq"])
+            continue
+        if kind == "custom_message":
+            unit_seq[entry_id] = int(b.context(
+                entry_id, _blocks(entry.get("content")),
+                f"custom:{entry.get('customType')}", origin)["seq"])
+            continue
+        if kind != "message" or not isinstance(entry.get("message"), Mapping):
+            dropped += 1
+            continue
+        message = entry["message"]
+        role = message.get("role")
+        last_message = message
+        if role == "user":
+            unit_seq[entry_id] = int(b.user(entry_id, _blocks(message.get("content")),
+                                            origin)["seq"])
+        elif role == "assistant":
+            usage = mapping_at(message, "usage")
+            mapped = {k2: usage[k1] for k1, k2 in (("input", "inputTokens"),
+                                                   ("output", "outputTokens"),
+                                                   ("cacheRead", "cacheReadTokens"),
+                                                   ("cacheWrite", "cacheWriteTokens"))
+                      if isinstance(usage.get(k1), int)}
+            event = b.assistant(entry_id, _blocks(message.get("content")),
+                                provider=str(message.get("provider") or provider),
+                                model=str(message.get("model") or model), step_key=entry_id,
+                                origin=origin, usage=mapped or None,
+                                responseId=message.get("responseId"))
+            unit_seq[entry_id] = int(event["seq"])
+        elif role == "toolResult":
+            unit_seq[entry_id] = int(b.tool_result(
+                entry_id, str(message.get("toolCallId", "")), _blocks(message.get("content")),
+                bool(message.get("isError")), origin)["seq"])
+        elif role == "bashExecution":
+            if message.get("excludeFromContext"):
+                continue
+            unit_seq[entry_id] = int(b.context(entry_id, _bash_text(message),
+                                               "bash-execution", origin)["seq"])
+        elif role in ("custom", "hookMessage"):
+            unit_seq[entry_id] = int(b.context(entry_id, _blocks(message.get("content")),
+                                               f"custom:{message.get('customType')}",
+                                               origin)["seq"])
+        else:
+            dropped += 1
+    if dropped:
+        b.note("not-model-visible", f"{dropped} entries the model never saw were skipped")
+    finished = (last_message is not None and last_message.get("role") == "assistant"
+                and last_message.get("stopReason") in ENDING)
+    if finished and last_message is not None:
+        b.close_turn(ENDING[str(last_message.get("stopReason"))])
+    result = b.result([path], {"leaf": chosen, "leaves": leaves}, finished=False)
+    if strict and result.problems:
+        raise ImportError_(str(result.problems[0]), code=result.problems[0].code,
+                           path=str(path))
+    return result
+
+
+def _bash_text(message: Mapping[str, Any]) -> str:
+    text = f"Ran `{message.get('command', '')}`\n"
+    output = message.get("output")
+    text += f"```\n{output}\n```" if output else "(no output)"
+    if message.get("cancelled"):
+        text += "\n\n(command cancelled)"
+    elif message.get("exitCode") not in (None, 0):
+        text += f"\n\nCommand exited with code {message.get('exitCode')}"
+    return text
+
+
+def _compaction(b: Builder, entry: dict[str, Any], path_ids: list[str],
+                entries: dict[str, tuple[int, dict[str, Any]]], unit_seq: dict[str, int],
+                origin: dict[str, Any]) -> None:
+    """pi's context after compaction C: [summary] + the message-like entries from
+    firstKeptEntryId up to C, earlier compaction entries contributing nothing."""
+    entry_id = entry["id"]
+    first_kept = entry.get("firstKeptEntryId")
+    here = path_ids.index(entry_id)
+    if first_kept in path_ids[:here]:
+        kept_ids = path_ids[path_ids.index(first_kept) : here]
+    else:
+        kept_ids = []
+        if first_kept is not None:
+            b.problem("first-kept-not-on-path", f"compaction {entry_id} keeps from "
+                      f"{first_kept}, which is not on the path; nothing is kept",
+                      line=origin["line"])
+    summary = str(entry.get("summary", ""))
+    target: list[Keep | New] = [New("user/message", {
+        "id": entry_id, "role": "user",
+        "content": [{"type": "text", "text": SUMMARY_PREFIX + summary + SUMMARY_SUFFIX}],
+        "source": {"kind": "plugin", "plugin": "compact", "compactionId": entry_id,
+                   "importedFrom": "pi"}}, origin=origin)]
+    target += [Keep(unit_seq[k]) for k in kept_ids if k in unit_seq]
+    row = b.compaction(entry_id, target, summary=[{"type": "text", "text": summary}],
+                       imported={"entryId": entry_id, "firstKeptEntryId": first_kept,
+                                 "tokensBefore": entry.get("tokensBefore"),
+                                 "fromHook": entry.get("fromHook")})
+    for unit, seq in list(unit_seq.items()):
+        if seq in row["copied"]:
+            unit_seq[unit] = row["copied"][seq]
