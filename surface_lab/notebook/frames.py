@@ -54,6 +54,12 @@ def _message_fields(event: Event) -> tuple[Any, Any, str | None, int | None, int
             estimate_tokens(event))
 
 
+def is_tombstone(event: Event) -> bool:
+    """An importer's stand-in node for a deleted run: on the surface, not a message."""
+    source = mapping_at(message_of(event), "source")
+    return source.get("provider") == "surface-lab-import" and source.get("model") == "tombstone"
+
+
 def nodes_at(log: LogData, at: int | None) -> list[int]:
     """The surface just after event `at` (the end of the log when None)."""
     if at is None:
@@ -106,12 +112,14 @@ def events_df(source: Any, *, strict: bool = True, progress: bool = True) -> Any
 
 def surface_df(source: Any, at: int | None = None, *, strict: bool = True,
                progress: bool = True) -> Any:
-    """The model-visible entries at the end of the log, or just after event `at`."""
+    """The model-visible entries at the end of the log, or just after event `at`
+    (importers' tombstones, which are not messages, are left out)."""
     log = load_source(source, strict=strict, progress=progress)
     cols: dict[str, list[Any]] = {k: [] for k in (
         "position", "seq", "type", "role", "surface_op", "is_replacement", "message_id",
         "text", "chars", "tokens")}
-    for position, seq in enumerate(nodes_at(log, at)):
+    entries = [seq for seq in nodes_at(log, at) if not is_tombstone(log.events[seq])]
+    for position, seq in enumerate(entries):
         event = log.events[seq]
         role, mid, text, chars, tokens = _message_fields(event)
         replacement = isinstance(event.get("surfaceOp"), Mapping)
