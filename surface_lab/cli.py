@@ -284,6 +284,43 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+# -- corpus ------------------------------------------------------------------------------
+
+
+def cmd_corpus_build(args: argparse.Namespace) -> int:
+    from . import corpus
+
+    client: Any = args.scheduler
+    if args.engine == "dask" and client is None:
+        raise SurfaceLabError("--engine dask needs --scheduler ADDRESS (a running "
+                              "dask.distributed scheduler)", code="usage")
+    manifest = corpus.to_parquet(args.sources, args.out, engine=args.engine, client=client,
+                                 workers=args.workers, task_mb=args.task_mb,
+                                 progress=not args.no_progress)
+    for problem in manifest.problems:
+        _out(problem["problem"])
+    _out(f"{args.out}: {manifest.sessions} sessions, {manifest.events} events in "
+         f"{manifest.tasks} tasks ({manifest.engine}); {len(manifest.problems)} session(s) "
+         f"with problems", sys.stderr)
+    return 0
+
+
+def cmd_corpus_sql(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from . import corpus
+
+    c = corpus.open(args.out)
+    try:
+        frame = c.sql(args.query)
+    except duckdb.Error as err:
+        raise SurfaceLabError(f"query failed: {err}", code="query-invalid") from None
+    finally:
+        c.close()
+    _out(frame.to_csv(index=False).rstrip("\n") if args.csv else frame.to_string(index=False))
+    return 0
+
+
 # -- generate ----------------------------------------------------------------------------
 
 
@@ -356,6 +393,25 @@ def _parser() -> argparse.ArgumentParser:
                    help="where the PNG and HTML go (default: ./surface-lab-audit)")
     p.add_argument("--session", help="the session of a store or database")
     p.set_defaults(run=cmd_audit)
+
+    p = sub.add_parser("corpus", help="build and query a Parquet dataset of many sessions")
+    corpus_sub = p.add_subparsers(dest="corpus_command", required=True, metavar="ACTION")
+    q = corpus_sub.add_parser("build", help="logs -> date-partitioned Parquet + manifest")
+    q.add_argument("sources", nargs="+", metavar="SRC",
+                   help="files, folders, globs or SQLite databases")
+    q.add_argument("out", metavar="OUT")
+    q.add_argument("--engine", choices=["serial", "processes", "dask"], default="processes")
+    q.add_argument("--scheduler", metavar="ADDRESS",
+                   help="a dask.distributed scheduler, e.g. tcp://10.0.0.5:8786")
+    q.add_argument("--workers", type=int, help="processes for --engine processes")
+    q.add_argument("--task-mb", type=float, default=64, help="input per task (default 64)")
+    q.add_argument("--no-progress", action="store_true", help="no progress bar")
+    q.set_defaults(run=cmd_corpus_build)
+    q = corpus_sub.add_parser("sql", help="run SQL over a built dataset (DuckDB)")
+    q.add_argument("out", metavar="OUT")
+    q.add_argument("query", metavar="QUERY")
+    q.add_argument("--csv", action="store_true", help="CSV instead of a table")
+    q.set_defaults(run=cmd_corpus_sql)
 
     p = sub.add_parser("generate", help="write the sample logs (or one large session)")
     p.add_argument("out", metavar="OUT_DIR")

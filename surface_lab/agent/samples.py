@@ -20,7 +20,8 @@ from .loop import AgentLoop, SimulatedCrash
 from .script import Call, Reply, Turn
 from .tools import Workspace
 
-__all__ = ["SAMPLES", "generate_large", "generate_samples", "sample_session"]
+__all__ = ["SAMPLES", "generate_corpus", "generate_large", "generate_samples",
+           "sample_session"]
 
 EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 FILES = {
@@ -335,3 +336,32 @@ def generate_large(path: str | Path, events: int, *, seed: int = 7) -> tuple[Pat
         loop.run_turn(_large_turn(rng, i))
     _write_jsonl(path, loop.session.id, loop.session.header, loop.session.events)
     return path, len(loop.session.events)
+
+
+def generate_corpus(out: str | Path, sessions: int, *, seed: int = 11,
+                    days: int = 3) -> list[Path]:
+    """Write `sessions` small sessions (about 500 events each, compactions and prunes
+    included) spread over `days` UTC dates, as one JSONL file each, for corpus tests and
+    the corpus benchmark."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    written = []
+    for n in range(sessions):
+        session_id = f"corpus-{n:05d}"
+        created = EPOCH_MS + (n % days) * 86_400_000 + n * 1000
+        ticks: Iterator[int] = count(created, 23)
+        header = {"version": 0, "id": session_id, "createdAt": created,
+                  "cwd": f"/work/{session_id}", "delegationDepth": 0}
+        loop = AgentLoop(Session(session_id, header=header,
+                                 clock=lambda t=ticks: next(t)),  # type: ignore[misc]
+                         workspace=Workspace(FILES), pruner=ToolResultPruner(),
+                         compactor=Compactor(CompactionPolicy(budget_tokens=3000,
+                                                              keep_tail_tokens=800)))
+        for i in range(rng.randint(2, 5)):
+            loop.run_turn(_large_turn(rng, i + 1))
+        path = out / f"{session_id}.jsonl"
+        path.unlink(missing_ok=True)
+        _write_jsonl(path, session_id, loop.session.header, loop.session.events)
+        written.append(path)
+    return written

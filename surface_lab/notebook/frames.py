@@ -23,9 +23,11 @@ from .source import LogData, load_source
 __all__ = [
     "Bracket",
     "brackets",
+    "event_columns",
     "events_df",
     "messages_df",
     "nodes_at",
+    "replacement_columns",
     "replacements_df",
     "surface_df",
     "visibility_df",
@@ -76,6 +78,11 @@ def events_df(source: Any, *, strict: bool = True, progress: bool = True) -> Any
     """One row per logical event: envelope, surface fields, visibility now, message and
     sizes (see `schema_table()`)."""
     log = load_source(source, strict=strict, progress=progress)
+    return _finish(frame_from_columns("events", event_columns(log)), log, strict)
+
+
+def event_columns(log: LogData) -> dict[str, list[Any]]:
+    """The columns of `events_df`, as lists (the corpus writes them with pyarrow)."""
     on_surface = set(log.fold.nodes)
     shadowed_by = log.shadowed_by
     cols: dict[str, list[Any]] = {k: [] for k in (
@@ -107,7 +114,7 @@ def events_df(source: Any, *, strict: bool = True, progress: bool = True) -> Any
         cols["chars"].append(chars)
         cols["tokens"].append(tokens)
         cols["data_bytes"].append(len(dumps(data)))
-    return _finish(frame_from_columns("events", cols), log, strict)
+    return cols
 
 
 def surface_df(source: Any, at: int | None = None, *, strict: bool = True,
@@ -190,6 +197,11 @@ def replacements_df(source: Any, *, strict: bool = True, progress: bool = True) 
     plugin and compaction id, what an importer re-appended (`restored_seqs`, not losses)
     and really removed (`removed_seqs`), and whether the recorded trace matches the fold."""
     log = load_source(source, strict=strict, progress=progress)
+    return _finish(frame_from_columns("replacements", replacement_columns(log)), log, strict)
+
+
+def replacement_columns(log: LogData) -> dict[str, list[Any]]:
+    """The columns of `replacements_df`, as lists."""
     events = log.events
     replaces = [p for p in log.plans if p.kind == REPLACE]
     replaced = {p.seq for p in replaces}
@@ -242,7 +254,7 @@ def replacements_df(source: Any, *, strict: bool = True, progress: bool = True) 
         cols["compaction_id"].append(str(cid) if isinstance(cid, (str, int)) else None)
         cols["shadows_replacement"].append(any(s in replaced for s in shadowed))
         cols["recorded_matches"].append(matches)
-    return _finish(frame_from_columns("replacements", cols), log, strict)
+    return cols
 
 
 def messages_df(source: Any, at: int | None = None, *, strict: bool = True,

@@ -1,0 +1,527 @@
+"""Corpus scale: many sessions to a date-partitioned Parquet dataset, queried with DuckDB on
+one machine and with Dask beyond it (see ../shared/notes/CORPUS.md).
+
+The build is one engine-neutral function, `write_chunk(task, out)`: it reads a chunk of
+whole sessions of one UTC date with surface_lab's own code and writes every table with
+pyarrow under deterministic names, so a retried or re-run task overwrites instead of
+duplicating. The manifest, written last by the driver, is the commit point: readers go
+through it. pyarrow, duckdb and dask are imported only here, and only when used.
+"""
+
+from __future__ import annotations
+
+import builtins
+import glob
+import json
+import os
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .errors import SurfaceLabError
+from .storage.jsonl import read_log_bytes
+from .storage.sqlite import is_sqlite_file
+
+__all__ = ["SCHEMA_VERSION", "Corpus", "Task", "events", "map_sessions", "open", "plan_tasks",
+           "to_parquet", "write_chunk"]
+
+SCHEMA_VERSION = 1
+TABLES = ("sessions", "events", "replaces", "replace_members", "mentions")
+MANIFEST = "manifest.json"
+LOG_SUFFIXES = (".jsonl", ".jsonl.zstd", ".json")
+
+
+@dataclass(frozen=True)
+class SessionRef:
+    """One session to read: a file (and a session id inside a database or store)."""
+
+    path: str
+    session_id: str | None
+    date: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Task:
+    """Whole sessions of one UTC date, written as `part-<date>-<index>` of every table."""
+
+    date: str
+    index: int
+    sessions: tuple[SessionRef, ...]
+
+    @property
+    def name(self) -> str:
+        return f"part-{self.date}-{self.index:04d}"
+
+
+# -- planning ----------------------------------------------------------------------------
+
+
+def _expand(sources: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    from .importers import detect_format
+
+    found: list[Path] = []
+    for source in sources:
+        text = str(source)
+        if any(ch in text for ch in "*?["):
+            found += [Path(p) for p in sorted(glob.glob(text, recursive=True))]
+            continue
+        path = Path(text)
+        if path.is_dir() and detect_format(path) is None:
+            for child in sorted(path.rglob("*")):
+                log_file = child.is_file() and ".cont-" not in child.name and (
+                    child.name.endswith(LOG_SUFFIXES) or is_sqlite_file(child))
+                if log_file or (child.is_dir() and detect_format(child) == "openhands"):
+                    found.append(child)
+        else:
+            found.append(path)
+    unique = list(dict.fromkeys(p.resolve() for p in found))
+    return unique
+
+
+def _date(millis: Any) -> str:
+    value = millis if isinstance(millis, int) and not isinstance(millis, bool) else 0
+    return datetime.fromtimestamp(value / 1000, UTC).strftime("%Y-%m-%d")
+
+
+def _refs(path: Path) -> list[SessionRef]:
+    """The sessions a file holds, with their dates (read cheaply, never written)."""
+    if path.is_file() and is_sqlite_file(path):
+        uri = path.resolve().as_uri() + ("?mode=ro" if Path(f"{path}-wal").exists()
+                                         else "?immutable=1")
+        try:
+            db = sqlite3.connect(uri, uri=True)
+            try:
+                rows = db.execute(
+                    "SELECT s.id, s.created_at, coalesce(sum(length(e.data)), 0) FROM sessions s "
+                    "LEFT JOIN events e ON e.session_id = s.id GROUP BY s.id ORDER BY s.id"
+                ).fetchall()
+            finally:
+                db.close()
+        except sqlite3.Error:
+            return [SessionRef(str(path), None, _date(0), path.stat().st_size)]
+        return [SessionRef(str(path), sid, _date(created), int(size)) for sid, created, size
+                in rows]
+    size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() \
+        else path.stat().st_size
+    created: Any = 0
+    try:
+        if path.is_file() and not path.name.endswith(".json"):
+            with builtins.open(path, "rb") as f:  # this module's `open` is the corpus one
+                first = f.readline(1 << 20)
+            if path.name.endswith(".zstd"):
+                data, _ = read_log_bytes(path)
+                first = data.split(b"\n", 1)[0]
+            header = json.loads(first)
+            created = header.get("createdAt")
+            if created is None and isinstance(header.get("timestamp"), str):
+                from .importers.common import parse_time
+
+                created = parse_time(header["timestamp"])
+    except (OSError, ValueError, SurfaceLabError):
+        created = 0
+    return [SessionRef(str(path), None, _date(created), size)]
+
+
+def plan_tasks(sources: Iterable[str | os.PathLike[str]], *, task_mb: float = 64) -> list[Task]:
+    """Group the sessions of `sources` into tasks of one date and about `task_mb` each,
+    in a deterministic order."""
+    refs = sorted((r for p in _expand(sources) for r in _refs(p)),
+                  key=lambda r: (r.date, r.path, r.session_id or ""))
+    tasks: list[Task] = []
+    limit = task_mb * 1024 * 1024
+    current: list[SessionRef] = []
+    size = 0
+    for ref in refs:
+        if current and (ref.date != current[0].date or size + ref.size > limit):
+            tasks.append(Task(current[0].date, _next_index(tasks, current[0].date),
+                              tuple(current)))
+            current, size = [], 0
+        current.append(ref)
+        size += ref.size
+    if current:
+        tasks.append(Task(current[0].date, _next_index(tasks, current[0].date),
+                          tuple(current)))
+    return tasks
+
+
+def _next_index(tasks: list[Task], date: str) -> int:
+    return sum(1 for t in tasks if t.date == date)
+
+
+# -- one task ----------------------------------------------------------------------------
+
+
+def _schemas() -> dict[str, Any]:
+    import pyarrow as pa
+
+    text, integer, flag = pa.string(), pa.int64(), pa.bool_()
+    return {
+        "sessions": pa.schema([
+            ("session_id", text), ("source", text), ("format", text), ("created_at", integer),
+            ("events", integer), ("surface_entries", integer), ("replaces", integer),
+            ("problems", integer), ("problem_code", text), ("problem", text),
+            ("problem_line", integer)]),
+        "events": pa.schema([
+            ("session_id", text), ("seq", integer), ("type", text), ("time", integer),
+            ("ts", pa.timestamp("ms", tz="UTC")), ("turn", integer), ("step", integer),
+            ("line", integer), ("surface_op", text), ("replace_start", integer),
+            ("replace_end", integer), ("n_sources", integer), ("on_surface", flag),
+            ("shadowed_by", integer), ("role", text), ("message_id", text), ("text", text),
+            ("chars", integer), ("tokens", integer), ("data_bytes", integer)]),
+        "replaces": pa.schema([
+            ("session_id", text), ("seq", integer), ("type", text), ("kind", text),
+            ("start", integer), ("end", integer), ("n_shadowed", integer),
+            ("n_removed", integer), ("n_restored", integer), ("chars_before", integer),
+            ("tokens_before", integer), ("chars_after", integer), ("tokens_after", integer),
+            ("plugin", text), ("compaction_id", text), ("shadows_replacement", flag),
+            ("recorded_matches", flag), ("n_at_risk", integer)]),
+        "replace_members": pa.schema([
+            ("session_id", text), ("replace_seq", integer), ("shadowed_seq", integer),
+            ("restored", flag)]),
+        "mentions": pa.schema([
+            ("session_id", text), ("replace_seq", integer), ("ident", text)]),
+    }
+
+
+def _read_session(ref: SessionRef) -> tuple[Any, str, str, list[Any], int | None]:
+    """(LogData, session id, format, problems, createdAt) of one session; never raises for
+    bad data."""
+    from .importers import detect_format, import_any
+    from .notebook.source import LogData, load_source
+    from .read import read_log
+    from .storage.base import Problem
+
+    path = Path(ref.path)
+    fmt = "surface"
+    try:
+        foreign = None if ref.session_id is not None else detect_format(path)
+        if foreign is not None:
+            fmt = foreign
+            result = import_any(path, fmt=foreign)
+            log = load_source(list(result.events), strict=False, progress=False)
+            log.session_id = str(result.header["id"])
+            return (log, log.session_id, fmt, list(result.problems),
+                    int(result.header["createdAt"]))
+        reading = read_log(path, session_id=ref.session_id)
+        log = load_source(reading, strict=False, progress=False)
+        return (log, reading.session_id, fmt, log.problems,
+                int(reading.header["createdAt"]))
+    except SurfaceLabError as err:
+        problem = Problem.from_error(err, path=str(path))
+        log = load_source(str(path), strict=False, progress=False) if path.is_file() \
+            and ref.session_id is None else LogData(ref.session_id or path.name, [])
+        if not log.problems:
+            log.problems.append(problem)
+        return log, ref.session_id or log.session_id, fmt, log.problems, None
+
+
+def _task_columns(task: Task) -> dict[str, dict[str, list[Any]]]:
+    from .notebook.audit import compaction_audit
+    from .notebook.frames import event_columns, replacement_columns
+
+    schemas = _schemas()
+    tables: dict[str, dict[str, list[Any]]] = {
+        name: {c: [] for c in schema.names} for name, schema in schemas.items()}
+    for ref in task.sessions:
+        log, session_id, fmt, problems, created = _read_session(ref)
+        ev = event_columns(log)
+        rep = replacement_columns(log)
+        first = problems[0] if problems else None
+        sessions = tables["sessions"]
+        for key, value in (("session_id", session_id), ("source", ref.path), ("format", fmt),
+                           ("created_at", created),
+                           ("events", len(log.events)), ("surface_entries",
+                                                         len(log.fold.nodes)),
+                           ("replaces", len(rep["seq"])), ("problems", len(problems)),
+                           ("problem_code", first.code if first else None),
+                           ("problem", str(first) if first else None),
+                           ("problem_line", first.line if first else None)):
+            sessions[key].append(value)
+        n = len(ev["seq"])
+        events = tables["events"]
+        events["session_id"] += [session_id] * n
+        for key in events:
+            if key == "session_id":
+                continue
+            if key == "n_sources":
+                events[key] += [len(s) if s is not None else None
+                                for s in ev["source_event_seqs"]]
+            else:
+                events[key] += ev[key]
+        at_risk: dict[int, list[str]] = {}
+        if rep["seq"]:
+            audit = compaction_audit(log, strict=False, progress=False)[0]
+            at_risk = {int(s): list(f) for s, f in zip(audit["seq"], audit["facts_at_risk"],
+                                                       strict=True)}
+        replaces = tables["replaces"]
+        for i, seq in enumerate(rep["seq"]):
+            replaces["session_id"].append(session_id)
+            for key in replaces:
+                if key in ("session_id",):
+                    continue
+                if key == "n_removed":
+                    replaces[key].append(len(rep["removed_seqs"][i]))
+                elif key == "n_restored":
+                    replaces[key].append(len(rep["restored_seqs"][i]))
+                elif key == "n_at_risk":
+                    replaces[key].append(len(at_risk.get(seq, [])))
+                else:
+                    replaces[key].append(rep[key][i])
+            restored = set(rep["restored_seqs"][i])
+            for shadowed in rep["shadowed_seqs"][i]:
+                for key, value in (("session_id", session_id), ("replace_seq", seq),
+                                   ("shadowed_seq", shadowed),
+                                   ("restored", shadowed in restored)):
+                    tables["replace_members"][key].append(value)
+            for ident in at_risk.get(seq, []):
+                for key, value in (("session_id", session_id), ("replace_seq", seq),
+                                   ("ident", ident)):
+                    tables["mentions"][key].append(value)
+    return tables
+
+
+def _sort_key(name: str) -> list[tuple[str, str]]:
+    keys = {"sessions": ["session_id", "source"], "events": ["session_id", "seq"],
+            "replaces": ["session_id", "seq"],
+            "replace_members": ["session_id", "replace_seq", "shadowed_seq"],
+            "mentions": ["session_id", "replace_seq", "ident"]}[name]
+    return [(k, "ascending") for k in keys]
+
+
+def write_chunk(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read one task's sessions and write every table of it (deterministic file names,
+    written to a temporary name and renamed, so a retry overwrites). Returns the rows of
+    the manifest for this task."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = Path(out)
+    columns = _task_columns(task)
+    files = {}
+    for name, schema in _schemas().items():
+        table = pa.Table.from_pydict(columns[name], schema=schema)
+        table = table.sort_by(_sort_key(name)).combine_chunks().replace_schema_metadata(None)
+        target = root / name / f"date={task.date}" / f"{task.name}.parquet"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+        pq.write_table(table, temporary, compression="zstd")
+        os.replace(temporary, target)
+        files[name] = {"path": str(target.relative_to(root)), "rows": table.num_rows}
+    problems = [{"session_id": s, "source": src, "code": code, "problem": text,
+                 "line": line}
+                for s, src, code, text, line in zip(
+                    columns["sessions"]["session_id"], columns["sessions"]["source"],
+                    columns["sessions"]["problem_code"], columns["sessions"]["problem"],
+                    columns["sessions"]["problem_line"], strict=True) if code]
+    return {"task": task.name, "date": task.date, "files": files, "problems": problems,
+            "sessions": len(task.sessions)}
+
+
+# -- the build ---------------------------------------------------------------------------
+
+
+@dataclass
+class Manifest:
+    """What a build wrote: the commit point of a dataset."""
+
+    schema_version: int
+    tables: dict[str, list[dict[str, Any]]]
+    sessions: int
+    events: int
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    tasks: int = 0
+    engine: str = "serial"
+
+    @classmethod
+    def load(cls, out: str | os.PathLike[str]) -> Manifest:
+        path = Path(out) / MANIFEST
+        if not path.is_file():
+            raise SurfaceLabError(f"{out}: no {MANIFEST}: not a finished corpus build",
+                                  code="corpus-unfinished", path=str(out))
+        data = json.loads(path.read_text())
+        if data.get("schema_version") != SCHEMA_VERSION:
+            raise SurfaceLabError(f"{out}: corpus schema version {data.get('schema_version')}"
+                                  f", expected {SCHEMA_VERSION}", code="schema-unsupported",
+                                  path=str(out))
+        return cls(**data)
+
+    def files(self, out: str | os.PathLike[str], table: str) -> list[str]:
+        return [str(Path(out) / f["path"]) for f in self.tables.get(table, [])]
+
+
+def _run(tasks: list[Task], out: Path, engine: str, client: Any, workers: int,
+         on_done: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
+    results: list[dict[str, Any]] = []
+    if engine == "serial":
+        for task in tasks:
+            results.append(write_chunk(task, out))
+            on_done(results[-1])
+    elif engine == "processes":
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(write_chunk, task, out) for task in tasks]
+            for future in as_completed(futures):
+                results.append(future.result())
+                on_done(results[-1])
+    elif engine == "dask":
+        import importlib
+
+        distributed: Any = importlib.import_module("dask.distributed")
+        own = None
+        if client is None:
+            raise SurfaceLabError("engine='dask' needs a client or a scheduler address "
+                                  "(never Dask's threaded default)", code="usage")
+        if isinstance(client, str):
+            own = client = distributed.Client(client)
+        try:
+            futures = client.map(write_chunk, tasks, out=str(out), pure=False, retries=2)
+            for future in distributed.as_completed(futures):
+                results.append(future.result())
+                on_done(results[-1])
+        finally:
+            if own is not None:
+                own.close()
+    else:
+        raise SurfaceLabError(f"unknown engine {engine!r}; use serial, processes or dask",
+                              code="usage")
+    return results
+
+
+def to_parquet(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
+               out: str | os.PathLike[str], *, engine: str = "serial", client: Any = None,
+               workers: int | None = None, task_mb: float = 64,
+               progress: bool = False) -> Manifest:
+    """Build a Parquet dataset of `sessions`, `events`, `replaces`, `replace_members` and
+    `mentions` (facts at risk) from many logs.
+
+    Args:
+        sources: paths, globs, folders and SQLite databases; other agents' logs are
+            imported. A bad session becomes a row with its problem, never a failed build.
+        out: the output folder (`<table>/date=YYYY-MM-DD/part-*.parquet`, `manifest.json`).
+        engine: "serial", "processes" (a local process pool) or "dask" (a
+            `dask.distributed` cluster given as `client`, a Client or a scheduler address).
+        workers: processes for the process engine (default: the CPU count).
+        task_mb: about how much input one task reads (tasks hold whole sessions of one date).
+        progress: show a progress bar over tasks.
+    """
+    if isinstance(sources, (str, os.PathLike)):
+        sources = [sources]
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / MANIFEST).unlink(missing_ok=True)  # the build is uncommitted until it ends
+    for stale in root.rglob(".part-*.tmp-*"):
+        stale.unlink()
+    tasks = plan_tasks(sources, task_mb=task_mb)
+    bar: Any = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(tasks), unit=" tasks", desc="corpus build")
+    results = _run(tasks, root, engine, client, workers or os.cpu_count() or 2,
+                   lambda _: bar.update(1) if bar is not None else None)
+    if bar is not None:
+        bar.close()
+    results.sort(key=lambda r: r["task"])
+    expected = {t.name for t in tasks}
+    written = {r["task"] for r in results}
+    if written != expected:
+        raise SurfaceLabError(f"corpus build incomplete: tasks {sorted(expected - written)}",
+                              code="corpus-unfinished", path=str(root))
+    manifest = Manifest(
+        schema_version=SCHEMA_VERSION,
+        tables={name: [r["files"][name] for r in results] for name in TABLES},
+        sessions=sum(r["sessions"] for r in results),
+        events=sum(r["files"]["events"]["rows"] for r in results),
+        problems=[p for r in results for p in r["problems"]], tasks=len(tasks), engine=engine)
+    temporary = root / f".{MANIFEST}.tmp"
+    temporary.write_text(json.dumps(asdict(manifest), indent=1))
+    os.replace(temporary, root / MANIFEST)
+    return manifest
+
+
+# -- querying ----------------------------------------------------------------------------
+
+
+class Corpus:
+    """DuckDB views over a built dataset: `.sql(query)` returns pandas; each table is also a
+    lazy relation (`.events`, `.sessions`, `.replaces`, `.replace_members`, `.mentions`)."""
+
+    def __init__(self, out: str | os.PathLike[str], *, memory_limit: str | None = None
+                 ) -> None:
+        import duckdb
+
+        self.root = Path(out)
+        self.manifest = Manifest.load(out)
+        self.db = duckdb.connect(":memory:")
+        if memory_limit:
+            self.db.execute("SET memory_limit = ?", [memory_limit])
+        for table in TABLES:
+            files = self.manifest.files(out, table)
+            if files:  # paths come from our own manifest; DuckDB takes them as a parameter
+                relation = self.db.read_parquet(files, hive_partitioning=True)
+                relation.create_view(table)
+
+    def sql(self, query: str) -> Any:
+        """Run SQL over the views and return a pandas DataFrame."""
+        return self.db.sql(query).df()
+
+    def table(self, name: str) -> Any:
+        return self.db.table(name)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in TABLES:
+            return self.db.table(name)
+        raise AttributeError(name)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def open(out: str | os.PathLike[str], **options: Any) -> Corpus:
+    """Open a built dataset for queries on one machine."""
+    return Corpus(out, **options)
+
+
+def events(out: str | os.PathLike[str], *, engine: str = "dask") -> Any:
+    """The events table as a lazy Dask DataFrame (or pandas with engine="pandas")."""
+    manifest = Manifest.load(out)
+    files = manifest.files(out, "events")
+    if engine == "pandas":
+        import pandas as pd
+
+        return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+    import dask.dataframe as dd
+
+    return dd.read_parquet(files)
+
+
+def _apply(func: Callable[[Any], Any], path: str) -> list[Any]:
+    import pandas as pd
+
+    frame = pd.read_parquet(path)
+    return [func(group) for _, group in frame.groupby("session_id", sort=True)]
+
+
+def map_sessions(func: Callable[[Any], Any], out: str | os.PathLike[str], *,
+                 engine: str = "serial", client: Any = None,
+                 workers: int | None = None) -> list[Any]:
+    """Apply `func(events of one session as pandas)` to every session; sessions never span
+    files, so each file is one partition-local unit of work."""
+    files = Manifest.load(out).files(out, "events")
+    parts: Iterator[list[Any]] | Sequence[list[Any]]
+    if engine == "serial":
+        parts = [_apply(func, f) for f in files]
+    elif engine == "processes":
+        with ProcessPoolExecutor(max_workers=workers or os.cpu_count()) as pool:
+            parts = list(pool.map(_apply, [func] * len(files), files))
+    elif engine == "dask":
+        if client is None:
+            raise SurfaceLabError("engine='dask' needs a client", code="usage")
+        parts = client.gather(client.map(_apply, [func] * len(files), files))
+    else:
+        raise SurfaceLabError(f"unknown engine {engine!r}", code="usage")
+    return [result for part in parts for result in part]

@@ -1,0 +1,210 @@
+"""Corpus scale: every engine writes byte-identical tables, DuckDB agrees with pandas over
+the per-session frames, retries never duplicate, damaged sessions are rows of problems."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from surface_lab import corpus, read_log
+from surface_lab.agent.samples import generate_corpus
+from surface_lab.cli import main
+from surface_lab.notebook import events_df
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("corpus") / "logs"
+    generate_corpus(folder, 24)
+    return folder
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*.parquet"))}
+
+
+@pytest.fixture(scope="module")
+def serial(logs: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("serial") / "out"
+    corpus.to_parquet(logs, out, engine="serial", task_mb=0.5)
+    return out
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Any:
+    from dask.distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as lc, Client(lc) as client:
+        yield client
+
+
+class TestEngines:
+    def test_processes_match_serial_byte_for_byte(self, logs: Path, serial: Path,
+                                                  tmp_path: Path) -> None:
+        out = tmp_path / "out"
+        corpus.to_parquet(logs, out, engine="processes", workers=2, task_mb=0.5)
+        assert _files(out) == _files(serial)
+
+    def test_dask_in_process_matches_serial(self, logs: Path, serial: Path,
+                                            tmp_path: Path) -> None:
+        from dask.distributed import Client, LocalCluster
+
+        with LocalCluster(processes=False, n_workers=1, threads_per_worker=2,
+                          dashboard_address=None) as lc, Client(lc) as client:
+            out = tmp_path / "out"
+            corpus.to_parquet(logs, out, engine="dask", client=client, task_mb=0.5)
+        assert _files(out) == _files(serial)
+
+    @pytest.mark.slow
+    def test_dask_two_workers_match_serial(self, logs: Path, serial: Path, tmp_path: Path,
+                                           cluster: Any) -> None:
+        out = tmp_path / "out"
+        manifest = corpus.to_parquet(logs, out, engine="dask", client=cluster, task_mb=0.5)
+        assert manifest.tasks > 3
+        assert _files(out) == _files(serial)
+
+    def test_dask_without_a_client_is_refused(self, logs: Path, tmp_path: Path) -> None:
+        with pytest.raises(Exception, match="needs a client"):
+            corpus.to_parquet(logs, tmp_path / "out", engine="dask")
+
+
+class TestQueries:
+    def test_duckdb_agrees_with_the_session_frames(self, logs: Path, serial: Path) -> None:
+        c = corpus.open(serial)
+        frames = pd.concat([events_df(read_log(p)).assign(session_id=read_log(p).session_id)
+                            for p in sorted(logs.glob("*.jsonl"))], ignore_index=True)
+        sql = c.sql("select session_id, type, count(*) as n, sum(chars) as chars from events "
+                    "group by all order by 1, 2")
+        pandas = (frames.assign(type=frames["type"].astype(str))
+                  .groupby(["session_id", "type"], observed=True)
+                  .agg(n=("seq", "size"), chars=("chars", "sum")).reset_index())
+        assert sql["n"].tolist() == pandas["n"].tolist()
+        assert sql["chars"].fillna(0).astype(int).tolist() == pandas["chars"].tolist()
+        shadowed = c.sql("select count(*) as n from events where shadowed_by is not null")
+        assert int(shadowed["n"][0]) == int(frames["shadowed_by"].notna().sum())
+        members = c.sql("select count(*) as n from replace_members")["n"][0]
+        assert members == int(shadowed["n"][0])  # each shadowed event has one member row
+        assert c.sql("select count(*) as n from sessions")["n"][0] == 24
+        c.close()
+
+    def test_rows_are_sorted_and_partitioned_by_date(self, serial: Path) -> None:
+        c = corpus.open(serial)
+        dates = c.sql("select distinct date from events order by 1")["date"].astype(str)
+        assert list(dates) == ["2026-01-01", "2026-01-02", "2026-01-03"]
+        for path in sorted(serial.glob("events/date=*/part-*.parquet")):
+            frame = pd.read_parquet(path)
+            assert list(frame.index) == list(range(len(frame)))
+            keys = list(zip(frame["session_id"], frame["seq"], strict=True))
+            assert keys == sorted(keys)
+        c.close()
+
+    def test_dask_events_and_map_sessions(self, serial: Path) -> None:
+        lazy = corpus.events(serial, engine="dask")
+        assert int(lazy["seq"].count().compute()) == corpus.Manifest.load(serial).events
+        sizes = corpus.map_sessions(lambda f: (f["session_id"].iloc[0], len(f)), serial)
+        assert len(sizes) == 24 and sum(n for _, n in sizes) == corpus.Manifest.load(
+            serial).events
+        in_processes = corpus.map_sessions(len, serial, engine="processes", workers=2)
+        assert sorted(in_processes) == sorted(n for _, n in sizes)
+
+
+class TestFailures:
+    @pytest.mark.slow
+    def test_a_killed_worker_leaves_no_duplicates(self, logs: Path, serial: Path,
+                                                  tmp_path: Path, cluster: Any) -> None:
+        import os
+        import signal
+
+        out = tmp_path / "out"
+        errors: list[BaseException] = []
+
+        def build() -> None:
+            try:
+                corpus.to_parquet(logs, out, engine="dask", client=cluster, task_mb=0.1)
+            except BaseException as err:  # reported below
+                errors.append(err)
+
+        thread = threading.Thread(target=build)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not list(out.rglob("*.parquet")) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        pids = cluster.run(os.getpid)
+        os.kill(next(iter(pids.values())), signal.SIGKILL)  # one worker dies mid-build
+        thread.join(timeout=300)
+        assert errors == []
+        assert _files(out).keys() >= set()  # the build finished
+        c = corpus.open(out)
+        counts = c.sql("select count(*) as n, count(distinct (session_id, seq)) as u "
+                       "from events")
+        assert int(counts["n"][0]) == int(counts["u"][0]) == corpus.Manifest.load(
+            serial).events
+        c.close()
+        cluster.wait_for_workers(2, timeout=60)
+
+    def test_damaged_sessions_are_rows_of_problems(self, logs: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+        folder = tmp_path / "logs"
+        shutil.copytree(logs, folder)
+        shutil.copy(ROOT / "sample_logs" / "invalid-surface.jsonl", folder / "bad.jsonl")
+        shutil.copy(ROOT / "sample_logs" / "invalid-crash-tail.jsonl", folder / "tail.jsonl")
+        (folder / "empty.jsonl").write_bytes(b"")
+        out = tmp_path / "out"
+        assert main(["corpus", "build", str(folder), str(out), "--engine", "serial",
+                     "--no-progress"]) == 0
+        printed = capsys.readouterr().out
+        assert "bad.jsonl:132: seq 250 user/message: replace-sources-incomplete" in printed
+        assert "tail.jsonl:29: seq-gap" in printed
+        assert "empty.jsonl:1: log-corrupt" in printed
+        c = corpus.open(out)
+        problems = c.sql("select source, problem_code, problem_line from sessions "
+                         "where problems > 0 order by source")
+        assert problems["problem_code"].tolist() == ["replace-sources-incomplete",
+                                                     "log-corrupt", "seq-gap"]
+        assert problems["problem_line"].tolist() == [132, 1, 29]
+        # the readable prefix of a damaged session is still there
+        assert c.sql("select count(*) as n from events e join sessions s using "
+                     "(session_id) where s.source like '%tail.jsonl'")["n"][0] == 61
+        c.close()
+        assert main(["corpus", "sql", str(out), "select count(*) as n from sessions",
+                     "--csv"]) == 0
+        assert capsys.readouterr().out.splitlines() == ["n", "27"]
+
+    def test_a_dataset_without_a_manifest_is_refused(self, tmp_path: Path) -> None:
+        with pytest.raises(Exception, match="not a finished corpus build"):
+            corpus.open(tmp_path)
+
+    def test_other_agents_logs_and_databases_are_sources(self, tmp_path: Path) -> None:
+        shared = ROOT.parent / "shared" / "real_logs" / "other"
+        out = tmp_path / "out"
+        manifest = corpus.to_parquet([shared, ROOT / "sample_logs" / "sessions.db"], out)
+        c = corpus.open(out)
+        formats = c.sql("select format, count(*) as n from sessions group by 1 order by 1")
+        assert dict(zip(formats["format"], formats["n"], strict=True)) == {
+            "atif": 1, "claude-code": 4, "codex": 1, "pi": 1, "surface": 3}
+        assert manifest.sessions == 10
+        c.close()
+
+
+def test_memory_stays_flat_as_the_corpus_grows(tmp_path: Path) -> None:
+    def peak(n: int) -> int:
+        folder = tmp_path / f"logs{n}"
+        generate_corpus(folder, n, days=1)
+        tracemalloc.start()
+        corpus.to_parquet(folder, tmp_path / f"out{n}", task_mb=0.2)
+        _, top = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return top
+
+    small, large = peak(6), peak(30)
+    assert large < 2 * small  # batches stream: five times the sessions, not five times the memory
