@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 from collections import Counter
@@ -321,6 +322,26 @@ def cmd_corpus_sql(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- bench -------------------------------------------------------------------------------
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import platform
+
+    from .bench import run_bench
+
+    rows = run_bench(args.events, runs=args.runs, cache=Path(args.cache),
+                     corpus_sessions=args.corpus_sessions, skip=tuple(args.skip or ()),
+                     out=lambda text: _out(text, sys.stderr))
+    header = ["measure", "time", "baseline (same run)", "baseline time", "baseline/time"]
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(5)]
+    _out(f"surface-lab bench --events {args.events} (medians of {args.runs} runs; "
+         f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()})")
+    for row in [header, ["-" * w for w in widths], *rows]:
+        _out(" | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+    return 0
+
+
 # -- generate ----------------------------------------------------------------------------
 
 
@@ -412,6 +433,16 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("query", metavar="QUERY")
     q.add_argument("--csv", action="store_true", help="CSV instead of a table")
     q.set_defaults(run=cmd_corpus_sql)
+
+    p = sub.add_parser("bench", help="timings beside same-run baselines, as ratios")
+    p.add_argument("--events", type=int, default=1_000_000, metavar="N")
+    p.add_argument("--runs", type=int, default=3, help="runs per measure (median)")
+    p.add_argument("--cache", default=".bench", help="where generated logs are kept")
+    p.add_argument("--corpus-sessions", type=int, default=2000, metavar="N",
+                   help="sessions in the corpus benchmark (0 skips it)")
+    p.add_argument("--skip", nargs="*", choices=["read", "frames", "append", "replay",
+                                                 "plot", "memory", "corpus"])
+    p.set_defaults(run=cmd_bench)
 
     p = sub.add_parser("generate", help="write the sample logs (or one large session)")
     p.add_argument("out", metavar="OUT_DIR")

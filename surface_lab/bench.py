@@ -1,0 +1,223 @@
+"""`surface-lab bench`: every figure beside a baseline measured in the same run, as a
+ratio, because these machines are shared and noisy. Medians over several runs."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["run_bench"]
+
+
+def _median(func: Callable[[], Any], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        gc.collect()
+        start = time.perf_counter()
+        func()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _baseline_read(path: Path) -> list[int]:
+    """stdlib json per line, packed rows expanded, and the obvious fold."""
+    events: list[dict[str, Any]] = []
+    with open(path, encoding="utf-8") as f:
+        f.readline()
+        for line in f:
+            record = json.loads(line)
+            if record["type"].endswith("-chunks"):
+                items = record["data"].get("texts") or record["data"].get("args") or []
+                for _ in items:
+                    events.append({"type": "assistant/chunk", "seq": len(events)})
+            else:
+                events.append(record)
+    nodes: list[int] = []
+    for event in events:
+        op = event.get("surfaceOp")
+        if op == "append":
+            nodes.append(event["seq"])
+        elif isinstance(op, dict):
+            start, end = nodes.index(op["start"]), nodes.index(op["end"])
+            nodes[start : end + 1] = [event["seq"]]
+    return nodes
+
+
+def _peak_ratio(code: str, path: Path) -> float:
+    """Peak RSS growth of `code` (run in a fresh process) as a multiple of the file size."""
+    script = (
+        "import resource, sys, gc\n"
+        "from pathlib import Path\n"
+        "path = Path(sys.argv[1])\n"
+        "import surface_lab, surface_lab.notebook, pandas\n"
+        "gc.collect()\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        f"{code}\n"
+        "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print((after - before) * 1024)\n")
+    out = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True,
+                         text=True, check=True)
+    return int(out.stdout.strip()) / path.stat().st_size
+
+
+def _row(rows: list[list[str]], name: str, value: float, baseline_name: str,
+         baseline: float, unit: str = "s") -> None:
+    ratio = baseline / value if value else float("inf")
+    rows.append([name, f"{value:.3f} {unit}", baseline_name, f"{baseline:.3f} {unit}",
+                 f"{ratio:.2f}x"])
+
+
+def run_bench(events: int = 1_000_000, *, runs: int = 3, cache: Path | None = None,
+              corpus_sessions: int = 2000, skip: tuple[str, ...] = (),
+              out: Callable[[str], None] = print) -> list[list[str]]:
+    """Run the benchmark and return its rows (name, time, baseline, baseline time,
+    baseline/time)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    from .agent.samples import generate_large
+    from .notebook import Replay, events_df, plot_shadowing
+    from .read import read_log
+    from .session import Session
+    from .surface import fold_surface
+
+    cache = cache or Path(".bench")
+    cache.mkdir(parents=True, exist_ok=True)
+    path = cache / f"large-{events}.jsonl"
+    if not path.exists():
+        out(f"generating {path} ...")
+        generate_large(path, events)
+    rows: list[list[str]] = []
+    size_mb = path.stat().st_size / 1e6
+
+    if "read" not in skip:
+        t_bytes = _median(lambda: path.read_bytes(), runs)
+        t_read = _median(lambda: read_log(path, progress=None), runs)
+        t_base = _median(lambda: _baseline_read(path), runs)
+        _row(rows, "read_log (parse+validate+fold)", t_read, "stdlib json + plain fold",
+             t_base)
+        _row(rows, "read_log", t_read, "read the bytes (floor)", t_bytes)
+    log = read_log(path)
+    if "frames" not in skip:
+        t_df = _median(lambda: events_df(log, progress=False), runs)
+        t_pd = _median(lambda: pd.read_json(path, lines=True), max(1, runs - 1))
+        _row(rows, "events_df (typed schema)", t_df, "pd.read_json(lines=True)", t_pd)
+    if "append" not in skip:
+        session = Session("bench", clock=lambda: 0)
+        chunk = {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0,
+                                                 "text": "x "}}
+        marks = {}
+        start = time.perf_counter()
+        total = max(events, 20_000)
+        for i in range(total):
+            if i in (10_000, total - 10_000):
+                marks[i] = time.perf_counter()
+            session.append("assistant/chunk", chunk)
+        end = time.perf_counter()
+        first = marks[10_000] - start
+        last = end - marks[total - 10_000]
+        _row(rows, f"last 10k of {total} appends", last, "first 10k appends", first)
+        surface = session.surface
+        t_nodes = _median(lambda: [surface.nodes for _ in range(100_000)], runs) / 100_000
+        t_attr = _median(lambda: [surface._generation for _ in range(100_000)],
+                         runs) / 100_000
+        _row(rows, "surface.nodes, nothing new", t_nodes * 1e6, "an attribute read",
+             t_attr * 1e6, "us")
+    if "replay" not in skip:
+        replay = Replay(log, progress=False)
+        rng = random.Random(1)
+        targets = [rng.randrange(len(log.events)) for _ in range(200)]
+        t_seek = _median(lambda: [replay.seek(t) for t in targets], runs) / len(targets)
+        t_fold = _median(lambda: fold_surface(log.events), runs)
+        _row(rows, "Replay.seek (random)", t_seek, "fold_surface (full)", t_fold)
+    if "plot" not in skip:
+        small_events = max(events // 10, 1000)
+        small_path = cache / f"large-{small_events}.jsonl"
+        if not small_path.exists():
+            generate_large(small_path, small_events)
+        small = read_log(small_path)
+        artists = {}
+
+        def draw(which: Any) -> None:
+            figure = Figure()
+            ax = figure.add_subplot()
+            plot_shadowing(which, ax=ax)
+            figure.savefig(os.devnull, format="png")
+            artists[id(which)] = len(ax.get_children())
+
+        t_small = _median(lambda: draw(small), max(1, runs - 1))
+        t_large = _median(lambda: draw(log), max(1, runs - 1))
+        _row(rows, f"plot_shadowing {len(log.events)} events", t_large,
+             f"plot_shadowing {len(small.events)} events", t_small)
+        rows.append(["  artists (large / small)", str(artists[id(log)]), "",
+                     str(artists[id(small)]), ""])
+    if "memory" not in skip:
+        read_peak = _peak_ratio("log = surface_lab.read_log(path)", path)
+        df_peak = _peak_ratio("import surface_lab.notebook as nb\n"
+                              "df = nb.events_df(surface_lab.read_log(path), progress=False)",
+                              path)
+        rows.append(["peak memory of read_log", f"{read_peak:.1f}x file", "file size",
+                     f"{size_mb:.0f} MB", ""])
+        rows.append(["peak memory of read_log + events_df", f"{df_peak:.1f}x file",
+                      "file size", f"{size_mb:.0f} MB", ""])
+    if "corpus" not in skip and corpus_sessions:
+        rows += _corpus_rows(cache, corpus_sessions, runs)
+    return rows
+
+
+def _corpus_rows(cache: Path, sessions: int, runs: int) -> list[list[str]]:
+    import shutil
+
+    from . import corpus
+    from .agent.samples import generate_corpus
+
+    logs = cache / f"corpus-{sessions}"
+    if not logs.exists():
+        generate_corpus(logs, sessions)
+    rows: list[list[str]] = []
+    timings: dict[str, float] = {}
+    for engine in ("serial", "processes", "dask"):
+        target = cache / f"corpus-out-{engine}"
+
+        def build(engine: str = engine, target: Path = target) -> None:
+            shutil.rmtree(target, ignore_errors=True)
+            if engine == "dask":
+                import importlib
+
+                distributed: Any = importlib.import_module("dask.distributed")
+                with distributed.LocalCluster(n_workers=os.cpu_count() or 2,
+                                              threads_per_worker=1,
+                                              dashboard_address=None) as lc, \
+                        distributed.Client(lc) as client:
+                    corpus.to_parquet(logs, target, engine="dask", client=client)
+            else:
+                corpus.to_parquet(logs, target, engine=engine)
+
+        timings[engine] = _median(build, 1)
+    manifest = corpus.Manifest.load(cache / "corpus-out-serial")
+    for engine in ("processes", "dask"):
+        _row(rows, f"corpus build, {engine} ({sessions} sessions, {manifest.events} events)",
+             timings[engine], "corpus build, serial", timings["serial"])
+    c = corpus.open(cache / "corpus-out-serial")
+    t_query = _median(lambda: c.sql("select type, count(*) from events group by all"), runs)
+    t_audit = _median(lambda: c.sql(
+        "select r.kind, count(*), sum(r.n_at_risk) from replaces r join sessions s "
+        "using (session_id) group by all"), runs)
+    _row(rows, "corpus query: events by type (DuckDB)", t_query, "corpus build, serial",
+         timings["serial"])
+    _row(rows, "corpus query: audit join (DuckDB)", t_audit, "corpus build, serial",
+         timings["serial"])
+    c.close()
+    return rows
