@@ -177,6 +177,18 @@ def run_bench(events: int = 1_000_000, *, runs: int = 3, cache: Path | None = No
     return rows
 
 
+def _build_peak(logs: Path, target: Path) -> int:
+    """Peak RSS of a serial corpus build in a fresh process, in bytes."""
+    script = ("import resource, shutil, sys\n"
+              "from surface_lab import corpus\n"
+              "shutil.rmtree(sys.argv[2], ignore_errors=True)\n"
+              "corpus.to_parquet(sys.argv[1], sys.argv[2])\n"
+              "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(logs), str(target)],
+                          capture_output=True, text=True, check=True)
+    return int(done.stdout.strip())
+
+
 def _corpus_rows(cache: Path, sessions: int, runs: int) -> list[list[str]]:
     import shutil
 
@@ -210,6 +222,13 @@ def _corpus_rows(cache: Path, sessions: int, runs: int) -> list[list[str]]:
     for engine in ("processes", "dask"):
         _row(rows, f"corpus build, {engine} ({sessions} sessions, {manifest.events} events)",
              timings[engine], "corpus build, serial", timings["serial"])
+    for count in sorted({min(200, sessions), sessions}):
+        subset = cache / f"corpus-{count}"
+        if not subset.exists():
+            generate_corpus(subset, count)
+        rows.append([f"peak memory, serial corpus build of {count} sessions",
+                     f"{_build_peak(subset, cache / f'corpus-peak-{count}') / 1e6:.0f} MB",
+                     "", "", ""])
     c = corpus.open(cache / "corpus-out-serial")
     t_query = _median(lambda: c.sql("select type, count(*) from events group by all"), runs)
     t_audit = _median(lambda: c.sql(

@@ -71,6 +71,10 @@ _PLUGIN_TYPES = (
 KNOWN_TYPES = TypeNames(CORE_TYPES | frozenset(_PLUGIN_TYPES))
 RETIRED_TYPES = TypeNames({"request/header-delta", "mode/set"})
 ROW_TAGS = TypeNames({"text-chunks", "reasoning-chunks", "tool-call-chunks"})
+# Plain sets for hot paths that have already checked the value is a string.
+SURFACE_SET: frozenset[str] = frozenset(SURFACE_TYPES)
+ROW_SET: frozenset[str] = frozenset(ROW_TAGS)
+RETIRED_SET: frozenset[str] = frozenset(RETIRED_TYPES)
 
 # On-disk key order of an event (SPEC 7.1); no other top-level key is allowed.
 EVENT_KEYS: tuple[str, ...] = (
@@ -172,11 +176,11 @@ def check_envelope(event: Mapping[str, Any]) -> None:
     if "ignorable" in event and event["ignorable"] is not True:
         _fail("envelope-invalid", event,
               f"ignorable may only be the literal true, got {event['ignorable']!r}")
-    if kind in ROW_TAGS:
+    if kind in ROW_SET:  # a string by now
         _fail("envelope-invalid", event,
               f"type {kind!r} is reserved for packed chunk rows of the JSONL format")
     data = event["data"]
-    if kind in RETIRED_TYPES or (
+    if kind in RETIRED_SET or (
         kind == "request/header" and isinstance(data, Mapping) and data.get("reason") == "fallback"
     ):
         what = f"{kind} with reason 'fallback'" if kind == "request/header" else kind
@@ -214,7 +218,7 @@ def check_message_shape(event: Mapping[str, Any]) -> None:
             `message-content`, `tool-result-shape` or `tool-call-id-mismatch`.
     """
     kind = event.get("type")
-    if kind not in SURFACE_TYPES:
+    if not isinstance(kind, str) or kind not in SURFACE_SET:
         return
     where = "data" if kind in ("user/message", "context/message") else "data.message"
     msg = message_of(event)

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple, NoReturn, overload
 
 from .errors import AdmissionError
 from .events import (
-    SURFACE_TYPES,
+    SURFACE_SET,
     Event,
     check_envelope,
     check_message_shape,
@@ -145,7 +145,7 @@ def plan_event(
               f"{event.get('seq', '<missing>')!r}")
     # 2. log-only types
     kind = event.get("type")
-    if not (isinstance(kind, str) and kind in SURFACE_TYPES):
+    if not (isinstance(kind, str) and kind in SURFACE_SET):
         if "surfaceOp" in event:
             _fail("surface-op-forbidden", event,
                   f"surfaceOp is only allowed on surface types, got {event['surfaceOp']!r}")
@@ -342,13 +342,14 @@ class IncrementalSurface:
     replace.
     """
 
-    __slots__ = ("_base", "_generation", "_log", "_nodes", "_view")
+    __slots__ = ("_base", "_generation", "_log", "_nodes", "_replacements", "_view")
 
     def __init__(self, log: Sequence[Event], *, base: int = 0) -> None:
         self._log = log
         self._base = base
         self._nodes: list[int] = []
         self._generation = 0
+        self._replacements: list[Replacement] = []
         self._view: NodesView | None = None
 
     @property
@@ -362,6 +363,11 @@ class IncrementalSurface:
     def replace_generation(self) -> int:
         """How many replaces have been committed."""
         return self._generation
+
+    @property
+    def replacements(self) -> tuple[Replacement, ...]:
+        """Every committed replace in log order, as `fold_surface` reports them."""
+        return tuple(self._replacements)
 
     def _lookup(self, seq: int) -> Event | None:
         k = seq - self._base
@@ -391,3 +397,6 @@ class IncrementalSurface:
         self._view = None
         if plan.kind == REPLACE:
             self._generation += 1
+            shadowed = list(plan.shadowed)
+            self._replacements.append(Replacement(plan.seq, shadowed[0], shadowed[-1],
+                                                  shadowed))

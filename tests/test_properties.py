@@ -130,6 +130,7 @@ def test_appended_seeded_and_folded_agree(case: Any) -> None:
     assert list(appended.surface.nodes) == folded.nodes
     assert list(seeded.surface.nodes) == folded.nodes
     assert seeded.surface.replace_generation == len(folded.replacements)
+    assert list(seeded.surface.replacements) == folded.replacements
     assert fold_surface(list(seeded.events)).nodes == folded.nodes
     shadowed = [s for r in folded.replacements for s in r.shadowed_seqs]
     assert len(shadowed) == len(set(shadowed))  # an entry is shadowed at most once

@@ -17,7 +17,7 @@ import orjson
 
 from ..chunks import RowError, expand_row, pack_records
 from ..errors import AdmissionError, CorruptLogError, StorageError
-from ..events import ROW_TAGS, Event, check_envelope, freeze_event
+from ..events import ROW_SET, Event, check_envelope, freeze_event
 from ..header import HEADER_KEYS, check_header
 from ..jsonvalue import as_int, dumps
 from .base import Problem, Scan, Store, conflict
@@ -169,7 +169,7 @@ class _BadLine(Exception):
         self.record = record
 
 
-def _parse(line: bytes) -> Any:
+def _parse(line: bytes, *, long_digits: bool = True) -> Any:
     if len(line) > MAX_LINE_BYTES:
         raise _BadLine("line-unparsable", f"line is longer than {MAX_LINE_BYTES} bytes")
     if not line.strip():
@@ -178,7 +178,7 @@ def _parse(line: bytes) -> Any:
         value = orjson.loads(line)
     except orjson.JSONDecodeError as err:
         raise _BadLine("line-unparsable", f"not JSON: {err}") from None
-    if _LONG_DIGITS.search(line):  # orjson turns integers past 64 bits into floats
+    if long_digits and _LONG_DIGITS.search(line):  # orjson makes big integers floats
         try:
             value = json.loads(line.decode(), parse_constant=_refuse_constant)
         except (ValueError, RecursionError) as err:
@@ -217,6 +217,8 @@ def scan_bytes(data: bytes, path: str, *, torn_frame: bool = False,
         raise CorruptLogError(f"header line: {bad.message}", code=bad.code, path=path,
                               line=1) from None
     scan = Scan(path=path, header=header)
+    # One search of the whole file tells whether any line needs the exact-integer parse.
+    long_digits = _LONG_DIGITS.search(data) is not None
     offset = len(lines[0]) + 1
     good_end = offset
     fixture: bool | None = None
@@ -235,9 +237,9 @@ def scan_bytes(data: bytes, path: str, *, torn_frame: bool = False,
                     _corrupt_after_bad(path, first_bad, line_no)
             continue
         try:
-            record = _parse(line)
+            record = _parse(line, long_digits=long_digits)
             kind = record.get("type")
-            is_row = kind in ROW_TAGS
+            is_row = isinstance(kind, str) and kind in ROW_SET
             stored_form = ("seq0" in record or "time0" in record) if is_row else (
                 "seq" in record or "time" in record)
             if fixture is None:

@@ -16,7 +16,7 @@ from ..legacy import upgrade_events
 from ..messages import project_message
 from ..repair import interrupted_turn_closers
 from ..session import Session
-from ..surface import FoldResult, fold_surface
+from ..surface import FoldResult
 from .base import Problem, Scan, Store
 
 __all__ = ["CheckedLog", "check_log", "load_for_resume", "resume_session"]
@@ -126,7 +126,11 @@ def check_log(scan: Scan, *, resume: bool = False) -> CheckedLog:
             f"corrupt log (session {header['id']!r}): {err.detail}",
             code=err.code, path=scan.path, line=scan.line_of(err.seq), seq=err.seq,
             event_type=err.event_type) from None
-    checked.fold = fold_surface(events)
+    # The seed check already folded every event; closers and the end-seed marker only
+    # append after them, so the fold of the events is that surface without them.
+    surface = checked.session.surface
+    checked.fold = FoldResult([n for n in surface.nodes if n < len(events)],
+                              list(surface.replacements))
     return checked
 
 
