@@ -183,11 +183,12 @@ def run_bench(events: int = 1_000_000, *, runs: int = 3, cache: Path | None = No
 
 
 def _build_peak(logs: Path, target: Path) -> int:
-    """Peak RSS of a serial corpus build in a fresh process, in bytes."""
+    """Peak RSS of a serial corpus build in a fresh process, in bytes. The task size is
+    fixed: memory follows the task, not the corpus."""
     script = ("import shutil, sys\n"
               "from surface_lab import corpus\n"
               "shutil.rmtree(sys.argv[2], ignore_errors=True)\n"
-              "corpus.to_parquet(sys.argv[1], sys.argv[2])\n"
+              "corpus.to_parquet(sys.argv[1], sys.argv[2], task_mb=16)\n"
               "print(next(int(l.split()[1]) * 1024 for l in open('/proc/self/status')\n"
               "           if l.startswith('VmHWM:')))\n")
     done = subprocess.run([sys.executable, "-c", script, str(logs), str(target)],
@@ -232,7 +233,7 @@ def _corpus_rows(cache: Path, sessions: int, runs: int) -> list[list[str]]:
         subset = cache / f"corpus-{count}"
         if not subset.exists():
             generate_corpus(subset, count)
-        rows.append([f"peak memory, serial corpus build of {count} sessions",
+        rows.append([f"peak memory, serial build of {count} sessions, 16 MB tasks",
                      f"{_build_peak(subset, cache / f'corpus-peak-{count}') / 1e6:.0f} MB",
                      "", "", ""])
     c = corpus.open(cache / "corpus-out-serial")

@@ -18,7 +18,7 @@ def test_bench_prints_every_measure(tmp_path: Path, capsys: pytest.CaptureFixtur
     for measure in ("read_log (parse+validate+fold)", "events_df (typed schema)",
                     "last 10k of", "surface.nodes, nothing new", "Replay.seek (random)",
                     "plot_shadowing", "corpus build, processes", "corpus build, dask",
-                    "peak memory, serial corpus build of 4 sessions",
+                    "peak memory, serial build of 4 sessions, 16 MB tasks",
                     "corpus query: events by type (DuckDB)"):
         assert measure in out
     assert "baseline/time" in out.splitlines()[1]
