@@ -55,7 +55,7 @@ def _baseline_read(path: Path) -> list[int]:
 def _peak_ratio(code: str, path: Path) -> float:
     """Peak RSS growth of `code` (run in a fresh process) as a multiple of the file size."""
     # VmHWM, the peak RSS of this process image: ru_maxrss would carry the peak of the
-    # (large) benchmark process across fork and exec.
+    # (large) benchmark process across fork and execve.
     script = (
         "import sys, gc\n"
         "from pathlib import Path\n"
