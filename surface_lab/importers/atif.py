@@ -139,12 +139,8 @@ def import_atif(source: str | Path, *, tombstones: bool = False,
         if pending_boundary is not None and index == len(files) - 1:
             _boundary(b, index + 1, pending_boundary, [], path, default_model)
     finished = bool(files[-1][1].get("final_metrics"))
-    result = b.result([p for p, _ in files], {"files": [p.name for p, _ in files]},
-                      finished=finished)
-    if strict and result.problems:
-        raise ImportError_(str(result.problems[0]), code=result.problems[0].code,
-                           path=str(root))
-    return result
+    return b.result([p for p, _ in files], {"files": [p.name for p, _ in files]},
+                      finished=finished, strict=strict)
 
 
 def _split_model(step: Mapping[str, Any], default: str) -> tuple[str, str]:

@@ -358,11 +358,7 @@ def import_claude_code(source: str | Path, *, leaf: str | None = None,
     stop = (last or {}).get("message", {}).get("stop_reason") if last else None
     if last is not None and last.get("type") == "assistant" and stop in ENDING:
         b.close_turn(ENDING[str(stop)])
-    result = b.result([path], {"leaf": chosen, "leaves": leaves}, finished=False)
-    if strict and result.problems:
-        raise ImportError_(str(result.problems[0]), code=result.problems[0].code,
-                           path=str(path))
-    return result
+    return b.result([path], {"leaf": chosen, "leaves": leaves}, finished=False, strict=strict)
 
 
 def _is_tool_results(message: Mapping[str, Any]) -> bool:

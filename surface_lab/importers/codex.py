@@ -407,8 +407,4 @@ def import_codex(source: str | Path, *, until: int | None = None, tombstones: bo
     if b.note_counts["dropped"]:
         b.note("not-model-visible", f"{b.note_counts['dropped']} item(s) the model never saw "
                f"were skipped")
-    result = b.result([path], {"until": until}, finished=finished)
-    if strict and result.problems:
-        raise ImportError_(str(result.problems[0]), code=result.problems[0].code,
-                           path=str(path))
-    return result
+    return b.result([path], {"until": until}, finished=finished, strict=strict)

@@ -351,13 +351,17 @@ class Builder:
     # -- result --------------------------------------------------------------------
 
     def result(self, sources: list[Path], selection: Mapping[str, Any], *,
-               finished: bool) -> ImportResult:
+               finished: bool, strict: bool = False) -> ImportResult:
+        """The import's result; with `strict`, its first problem is raised instead."""
         assert self.session is not None
         if finished:
             self.close_turn("completed")
         elif self.turn_open:
             self.note("final-turn-open", "the source does not show the last turn finished; "
                       "read_log shows closers for it")
+        if strict and self.problems:
+            first = self.problems[0]
+            raise ImportError_(str(first), code=first.code, path=self.path, line=first.line)
         return ImportResult(
             self.format, self.session.header, list(self.session.events),
             sources=[{"path": str(p), "sha256": sha256_file(p)} for p in sources],

@@ -187,11 +187,7 @@ def import_openhands(source: str | Path, *, leaf: str | None = None,
     b.note("view-properties-not-enforced", "the view is folded as during a live run; a "
            "resumed OpenHands conversation may drop more events", once=True)
     finished = last_kind == ("MessageEvent", "agent")
-    result = b.result([p for _, p, _ in items], {"leaf": chosen}, finished=finished)
-    if strict and result.problems:
-        raise ImportError_(str(result.problems[0]), code=result.problems[0].code,
-                           path=str(folder))
-    return result
+    return b.result([p for _, p, _ in items], {"leaf": chosen}, finished=finished, strict=strict)
 
 
 def _condense(b: Builder, event: Mapping[str, Any], view: list[str], seq_of: dict[str, int],

@@ -186,11 +186,7 @@ def import_pi(source: str | Path, *, leaf: str | None = None, tombstones: bool =
                 and last_message.get("stopReason") in ENDING)
     if finished and last_message is not None:
         b.close_turn(ENDING[str(last_message.get("stopReason"))])
-    result = b.result([path], {"leaf": chosen, "leaves": leaves}, finished=False)
-    if strict and result.problems:
-        raise ImportError_(str(result.problems[0]), code=result.problems[0].code,
-                           path=str(path))
-    return result
+    return b.result([path], {"leaf": chosen, "leaves": leaves}, finished=False, strict=strict)
 
 
 def _bash_text(message: Mapping[str, Any]) -> str:

@@ -92,3 +92,10 @@ def test_bad_sources_are_one_line_errors(tmp_path: Path,
     with pytest.raises(SurfaceLabError):
         import_any(bad)
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_strict_raises_the_first_problem() -> None:
+    with pytest.raises(SurfaceLabError) as info:
+        import_claude_code(sample("claude_small"), strict=True)
+    assert info.value.code == "duplicate-id"
+    import_claude_code(sample("rewind_preserved"), strict=True)  # no problems: no error
