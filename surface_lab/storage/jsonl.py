@@ -447,7 +447,8 @@ class JsonlStore(Store):
             fcntl.flock(fd, fcntl.LOCK_EX)
             intent = read_intent(log)
             if intent is not None:
-                if log.stat().st_size != intent[1]:
+                # Only ever shorten: a log already at or below START has nothing to drop.
+                if intent[0] < log.stat().st_size != intent[1]:
                     with open(log, "r+b") as f:
                         f.truncate(intent[0])
                         os.fsync(f.fileno())
