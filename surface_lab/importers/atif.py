@@ -11,7 +11,14 @@ from typing import Any
 
 from ..events import mapping_at
 from ..messages import message_text
-from .common import MAX_SOURCE_LINE, Builder, ImportError_, ImportResult, parse_time
+from .common import (
+    MAX_SOURCE_LINE,
+    Builder,
+    ImportError_,
+    ImportResult,
+    compact_json,
+    parse_time,
+)
 from .planner import Keep, New
 
 __all__ = ["import_atif", "looks_like_atif"]
@@ -164,8 +171,7 @@ def _agent(b: Builder, step: Mapping[str, Any], origin: dict[str, Any], default:
     for call in calls:
         content.append({"type": "tool-call", "id": str(call.get("tool_call_id", "")),
                         "name": str(call.get("function_name", "")),
-                        "arguments": json.dumps(call.get("arguments", {}),
-                                                separators=(",", ":"))})
+                        "arguments": compact_json(call.get("arguments", {}))})
     provider, model = _split_model(step, default)
     metrics = mapping_at(step, "metrics")
     usage = {k2: metrics[k1] for k1, k2 in (("prompt_tokens", "inputTokens"),

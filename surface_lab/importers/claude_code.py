@@ -3,13 +3,21 @@ across compact boundaries, and write each compaction as one bracket."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..events import mapping_at
-from .common import Builder, ImportError_, ImportResult, image_block, parse_time, read_jsonl
+from ..jsonvalue import thaw
+from .common import (
+    Builder,
+    ImportError_,
+    ImportResult,
+    compact_json,
+    image_block,
+    parse_time,
+    read_jsonl,
+)
 from .planner import Keep, New
 
 __all__ = ["import_claude_code", "looks_like_claude_code"]
@@ -29,10 +37,6 @@ def looks_like_claude_code(records: list[dict[str, Any]]) -> bool:
     return any("uuid" in r and "parentUuid" in r and "sessionId" in r for r in records[:50])
 
 
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
 def _content(content: Any, *, assistant: bool = False) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
@@ -50,7 +54,7 @@ def _content(content: Any, *, assistant: bool = False) -> list[dict[str, Any]]:
         elif kind == "tool_use" and assistant:
             out.append({"type": "tool-call", "id": str(block.get("id") or f"#{index}"),
                         "name": str(block.get("name", "")),
-                        "arguments": _compact(block.get("input", {}))})
+                        "arguments": compact_json(block.get("input", {}))})
         elif kind == "image":
             source = mapping_at(block, "source")
             out.append(image_block(source.get("data"), source.get("media_type")))
@@ -275,7 +279,7 @@ def import_claude_code(source: str | Path, *, leaf: str | None = None,
                 dropped += 1
                 continue
             attachments += 1
-            text = f'<attachment type="{a_type}">{_compact(attachment)}</attachment>'
+            text = f'<attachment type="{a_type}">{compact_json(attachment)}</attachment>'
             unit[uuid] = int(b.context(uuid, text, f"attachment:{a_type}", origin)["seq"])
             continue
         if pending is not None and kind == "user" and not _is_tool_results(message):
@@ -417,7 +421,7 @@ def _microcompact(b: Builder, record: dict[str, Any], unit: dict[str, int],
                                        "imported": {"format": "claude-code",
                                                     "kind": "microcompact",
                                                     "boundaryUuid": record.get("uuid")}})
-        data = json.loads(json.dumps(event["data"]))
+        data = thaw(event["data"])
         data["message"]["content"][0]["content"] = [
             {"type": "text", "text": "[Old tool result content cleared]"}]
         b._append("tool/result", data, origin, surface_op={"op": "replace", "start": seq,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..events import mapping_at
-from .common import Builder, ImportError_, ImportResult, parse_time, read_jsonl
+from .common import Builder, ImportError_, ImportResult, compact_json, parse_time, read_jsonl
 from .planner import Keep, New
 
 __all__ = ["import_codex", "looks_like_codex"]
@@ -58,15 +58,14 @@ def _blocks(item: Mapping[str, Any]) -> list[dict[str, Any]]:
 def _call_block(item: Mapping[str, Any]) -> dict[str, Any]:
     kind = item.get("type")
     if kind == "custom_tool_call":
-        arguments = json.dumps(item.get("input", ""))
+        arguments = compact_json(item.get("input", ""))
     elif kind == "local_shell_call":
-        arguments = json.dumps(item.get("action", {}), separators=(",", ":"))
+        arguments = compact_json(item.get("action", {}))
     elif kind == "tool_search_call":
-        arguments = json.dumps(item.get("arguments", item.get("query", {})),
-                               separators=(",", ":"))
+        arguments = compact_json(item.get("arguments", item.get("query", {})))
     else:
         raw = item.get("arguments", "{}")
-        arguments = raw if isinstance(raw, str) else json.dumps(raw)
+        arguments = raw if isinstance(raw, str) else compact_json(raw)
     return {"type": "tool-call", "id": str(item.get("call_id") or item.get("id") or ""),
             "name": str(item.get("name") or kind), "arguments": arguments}
 

@@ -28,6 +28,13 @@ class ImportError_(SurfaceLabError):
     """A source the importer cannot read at all (its code names the reason)."""
 
 
+def compact_json(value: Any) -> str:
+    """Tool-call arguments as the surface keeps them: compact JSON, non-ASCII kept."""
+    import json
+
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

@@ -3,13 +3,20 @@ that only the last compaction on the path shapes the context."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..events import mapping_at
-from .common import Builder, ImportError_, ImportResult, image_block, parse_time, read_jsonl
+from .common import (
+    Builder,
+    ImportError_,
+    ImportResult,
+    compact_json,
+    image_block,
+    parse_time,
+    read_jsonl,
+)
 from .planner import Keep, New
 
 __all__ = ["import_pi", "is_pi_header"]
@@ -50,8 +57,7 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
         elif kind == "toolCall":
             out.append({"type": "tool-call", "id": str(block.get("id", "")),
                         "name": str(block.get("name", "")),
-                        "arguments": json.dumps(block.get("arguments", {}),
-                                                separators=(",", ":"), ensure_ascii=False)})
+                        "arguments": compact_json(block.get("arguments", {}))})
         elif kind == "image":
             out.append(image_block(block.get("data"), block.get("mimeType")))
         else:
