@@ -21,6 +21,7 @@ __all__ = [
     "check_envelope",
     "check_message_shape",
     "describe",
+    "fail",
     "freeze_event",
     "mapping_at",
     "message_of",
@@ -99,7 +100,8 @@ def describe(event: Any) -> str:
     return " ".join(p for p in parts if p) or "event"
 
 
-def _fail(code: str, event: Any, message: str) -> NoReturn:
+def fail(code: str, event: Any, message: str) -> NoReturn:
+    """Raise the AdmissionError of a broken rule, naming the event's seq and type."""
     seq = as_int(event.get("seq")) if isinstance(event, Mapping) else None
     kind = event.get("type") if isinstance(event, Mapping) else None
     raise AdmissionError(
@@ -131,7 +133,7 @@ def freeze_event(raw: Any) -> FrozenDict:
     if type(raw) is FrozenDict:
         return raw
     if not isinstance(raw, Mapping):
-        _fail("envelope-invalid", raw, f"an event must be a JSON object, not {type(raw).__name__}")
+        fail("envelope-invalid", raw, f"an event must be a JSON object, not {type(raw).__name__}")
     ordered: dict[str, Any] = {}
     for key in EVENT_KEYS:
         if key in raw:
@@ -150,7 +152,7 @@ def freeze_event(raw: Any) -> FrozenDict:
     try:
         frozen: FrozenDict = freeze(ordered, "event")
     except NotJsonError as err:
-        _fail("data-not-json", raw, f"{err.where.removeprefix('event.')}: {err.reason}")
+        fail("data-not-json", raw, f"{err.where.removeprefix('event.')}: {err.reason}")
     return frozen
 
 
@@ -163,28 +165,28 @@ def check_envelope(event: Mapping[str, Any]) -> None:
     """
     extra = [k for k in event if k not in _EVENT_KEY_SET]
     if extra:
-        _fail("envelope-invalid", event, f"unexpected top-level key {extra[0]!r}; "
+        fail("envelope-invalid", event, f"unexpected top-level key {extra[0]!r}; "
               f"expected only {', '.join(EVENT_KEYS)}")
     kind = event.get("type")
     if not isinstance(kind, str) or not kind:
-        _fail("envelope-invalid", event, f"type must be a non-empty string, got {kind!r}")
+        fail("envelope-invalid", event, f"type must be a non-empty string, got {kind!r}")
     if "time" not in event or as_int(event["time"]) is None:
-        _fail("envelope-invalid", event,
+        fail("envelope-invalid", event,
               f"time must be an integer (epoch ms), got {event.get('time', '<missing>')!r}")
     if "data" not in event:
-        _fail("envelope-invalid", event, "the data key is missing (use null for no data)")
+        fail("envelope-invalid", event, "the data key is missing (use null for no data)")
     if "ignorable" in event and event["ignorable"] is not True:
-        _fail("envelope-invalid", event,
+        fail("envelope-invalid", event,
               f"ignorable may only be the literal true, got {event['ignorable']!r}")
     if kind in ROW_SET:  # a string by now
-        _fail("envelope-invalid", event,
+        fail("envelope-invalid", event,
               f"type {kind!r} is reserved for packed chunk rows of the JSONL format")
     data = event["data"]
     if kind in RETIRED_SET or (
         kind == "request/header" and isinstance(data, Mapping) and data.get("reason") == "fallback"
     ):
         what = f"{kind} with reason 'fallback'" if kind == "request/header" else kind
-        _fail("legacy-unsupported", event, f"{what} is retired and can no longer be read")
+        fail("legacy-unsupported", event, f"{what} is retired and can no longer be read")
 
 
 def mapping_at(value: Any, key: str) -> Mapping[str, Any]:
@@ -223,34 +225,34 @@ def check_message_shape(event: Mapping[str, Any]) -> None:
     where = "data" if kind in ("user/message", "context/message") else "data.message"
     msg = message_of(event)
     if not isinstance(msg, Mapping):
-        _fail("message-unidentified", event, f"{where} must be a message object, got {msg!r}")
+        fail("message-unidentified", event, f"{where} must be a message object, got {msg!r}")
     if not _nonempty_str(msg.get("id")):
-        _fail("message-unidentified", event,
+        fail("message-unidentified", event,
               f"{where}.id must be a non-empty string, got {msg.get('id', '<missing>')!r}")
     role = "assistant" if kind == "assistant/message" else "user"
     if msg.get("role") != role:
-        _fail("message-role", event,
+        fail("message-role", event,
               f"{where}.role must be {role!r}, got {msg.get('role', '<missing>')!r}")
     source = msg.get("source")
     if not isinstance(source, Mapping) or not _nonempty_str(source.get("kind")):
-        _fail("message-source", event,
+        fail("message-source", event,
               f"{where}.source.kind must be a non-empty string, got {source!r}")
     content = msg.get("content")
     if not isinstance(content, list):
-        _fail("message-content", event, f"{where}.content must be a list, got {content!r}")
+        fail("message-content", event, f"{where}.content must be a list, got {content!r}")
     if kind == "assistant/message":
         if not (
             source.get("kind") == "model"
             and _nonempty_str(source.get("provider"))
             and _nonempty_str(source.get("model"))
         ):
-            _fail("message-source", event,
+            fail("message-source", event,
                   f"{where}.source must be {{kind: 'model', provider, model}} with non-empty "
                   f"strings, got {source!r}")
     elif kind == "tool/result":
         call_id = source.get("callId")
         if source.get("kind") != "tool" or not isinstance(call_id, str):
-            _fail("tool-result-shape", event,
+            fail("tool-result-shape", event,
                   f"{where}.source must be {{kind: 'tool', callId}}, got {source!r}")
         block = content[0] if len(content) == 1 else None
         if not (
@@ -258,10 +260,10 @@ def check_message_shape(event: Mapping[str, Any]) -> None:
             and block.get("type") == "tool-result"
             and isinstance(block.get("content"), list)
         ):
-            _fail("tool-result-shape", event,
+            fail("tool-result-shape", event,
                   f"{where}.content must be exactly one tool-result block whose content is a "
                   f"list, got {len(content)} block(s)")
         if block.get("toolCallId") != call_id:
-            _fail("tool-call-id-mismatch", event,
+            fail("tool-call-id-mismatch", event,
                   f"tool-result toolCallId {block.get('toolCallId')!r} != source.callId "
                   f"{call_id!r}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any, NamedTuple, NoReturn, overload
+from typing import Any, NamedTuple, overload
 
 from .errors import AdmissionError
 from .events import (
@@ -19,7 +19,7 @@ from .events import (
     Event,
     check_envelope,
     check_message_shape,
-    describe,
+    fail,
     freeze_event,
 )
 from .jsonvalue import as_int, json_equal
@@ -86,17 +86,6 @@ class FoldResult:
         return len(self.replacements)
 
 
-def _fail(code: str, event: Mapping[str, Any], message: str) -> NoReturn:
-    kind = event.get("type")
-    raise AdmissionError(
-        f"{describe(event)}: {message}",
-        code=code,
-        seq=as_int(event.get("seq")),
-        event_type=kind if isinstance(kind, str) else None,
-        detail=message,
-    )
-
-
 def _content_only(data: Any) -> Any:
     """The tool-result rewrite normalisation of SPEC 4.1 step 7 (None if `data` is not an
     object holding an object `message`)."""
@@ -140,21 +129,21 @@ def plan_event(
     # 1. seq
     got = as_int(event.get("seq"))
     if got is None or got != seq:
-        _fail("seq-not-contiguous", event,
+        fail("seq-not-contiguous", event,
               f"seq must be {seq} (the next position in the log), got "
               f"{event.get('seq', '<missing>')!r}")
     # 2. log-only types
     kind = event.get("type")
     if not (isinstance(kind, str) and kind in SURFACE_SET):
         if "surfaceOp" in event:
-            _fail("surface-op-forbidden", event,
+            fail("surface-op-forbidden", event,
                   f"surfaceOp is only allowed on surface types, got {event['surfaceOp']!r}")
         if "sourceEventSeqs" in event:
-            _fail("sources-forbidden", event, "sourceEventSeqs is only allowed on surface types")
+            fail("sources-forbidden", event, "sourceEventSeqs is only allowed on surface types")
         return Plan(seq, LOG_ONLY)
     # 3. the surface marker
     if "surfaceOp" not in event:
-        _fail("surface-op-missing", event,
+        fail("surface-op-missing", event,
               'a surface event needs surfaceOp "append" or {op: "replace", start, end}')
     op = event["surfaceOp"]
     if op == "append" and isinstance(op, str):
@@ -169,51 +158,51 @@ def plan_event(
             or start < 0
             or end < 0
         ):
-            _fail("replace-op-invalid", event,
+            fail("replace-op-invalid", event,
                   f'surfaceOp must be exactly {{op: "replace", start, end}} with integer '
                   f"ends >= 0, got {dict(op)!r}")
         # 4. endpoints, found by position in the current nodes
         try:
             start_pos = nodes.index(start)
         except ValueError:
-            _fail("replace-start-missing", event,
+            fail("replace-start-missing", event,
                   f"replace start {start} is not on the surface ({len(nodes)} entries)")
         try:
             end_pos = nodes.index(end)
         except ValueError:
-            _fail("replace-end-missing", event,
+            fail("replace-end-missing", event,
                   f"replace end {end} is not on the surface ({len(nodes)} entries)")
         if start_pos > end_pos:
-            _fail("replace-range-reversed", event,
+            fail("replace-range-reversed", event,
                   f"replace start {start} is at surface position {start_pos}, after end {end} "
                   f"at position {end_pos}")
         plan = Plan(seq, REPLACE, start_pos, end_pos, tuple(nodes[start_pos : end_pos + 1]))
     else:
-        _fail("surface-op-invalid", event,
+        fail("surface-op-invalid", event,
               f'surfaceOp must be "append" or a replace object, got {op!r}')
     # 5. provenance
     sources = event.get("sourceEventSeqs")
     if "sourceEventSeqs" in event:
         if not isinstance(sources, list):
-            _fail("sources-not-array", event,
+            fail("sources-not-array", event,
                   f"sourceEventSeqs must be an array of seqs, got {sources!r}")
         if not sources and kind != "assistant/message":
-            _fail("sources-empty", event,
+            fail("sources-empty", event,
                   "sourceEventSeqs is [] (only assistant/message may cite an empty stream); "
                   "leave it out if the sources were not recorded")
         cited: list[int] = []
         for i, value in enumerate(sources):
             n = as_int(value)
             if n is None or n < 0:
-                _fail("sources-invalid-seq", event,
+                fail("sources-invalid-seq", event,
                       f"sourceEventSeqs[{i}] must be an integer seq >= 0, got {value!r}")
             cited.append(n)
         if len(set(cited)) != len(cited):
             dup = next(n for i, n in enumerate(cited) if n in cited[:i])
-            _fail("sources-duplicate", event, f"sourceEventSeqs cites {dup} more than once")
+            fail("sources-duplicate", event, f"sourceEventSeqs cites {dup} more than once")
         later = [n for n in cited if n >= seq]
         if later:
-            _fail("sources-not-earlier", event,
+            fail("sources-not-earlier", event,
                   f"sourceEventSeqs cites {later[0]}, not earlier than this event ({seq})")
     else:
         cited = []
@@ -223,23 +212,23 @@ def plan_event(
     cited_set = set(cited)
     missing = [n for n in plan.shadowed if n not in cited_set]
     if missing:
-        _fail("replace-sources-incomplete", event,
+        fail("replace-sources-incomplete", event,
               f"sourceEventSeqs must cite every shadowed seq; missing {missing}")
     # 7. a tool/result replace rewrites one tool/result's content only
     if kind == "tool/result":
         if len(plan.shadowed) != 1:
-            _fail("tool-result-rewrite-count", event,
+            fail("tool-result-rewrite-count", event,
                   f"a tool/result replace must shadow exactly one entry, not "
                   f"{len(plan.shadowed)} ({list(plan.shadowed)})")
         target = lookup(plan.shadowed[0])
         target_type = target.get("type") if target is not None else None
         if target is None or target_type != "tool/result":
-            _fail("tool-result-rewrite-target", event,
+            fail("tool-result-rewrite-target", event,
                   f"a tool/result replace must shadow a tool/result, but seq "
                   f"{plan.shadowed[0]} is {target_type or 'unknown'}")
         mine, theirs = _content_only(event.get("data")), _content_only(target.get("data"))
         if mine is None or theirs is None or not json_equal(mine, theirs):
-            _fail("tool-result-rewrite-fields", event,
+            fail("tool-result-rewrite-fields", event,
                   f"a tool/result replace may change only the tool-result content; it differs "
                   f"from seq {plan.shadowed[0]} elsewhere (turn, step, error, meta, id, role, "
                   f"source, toolCallId or isError)")

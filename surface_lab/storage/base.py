@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..errors import StorageError, SurfaceLabError
-from ..events import Event
+from ..errors import AdmissionError, StorageError, SurfaceLabError
+from ..events import Event, check_envelope, freeze_event
+from ..jsonvalue import as_int
 from ..session import Session
 
 __all__ = ["Problem", "Scan", "Store"]
@@ -152,3 +153,17 @@ def conflict(path: str, session_id: str, expected: int, got: Any) -> StorageErro
         f"{expected}; another writer appended first (reload and retry)",
         code="seq-conflict", path=path, seq=got if isinstance(got, int) else None,
     )
+
+
+def checked_batch(events: Sequence[Mapping[str, Any]]) -> list[Event]:
+    """Freeze a batch and check each envelope (refusing non-JSON data and row-tag types)
+    and that its seqs have no gaps."""
+    batch: list[Event] = [freeze_event(e) for e in events]
+    for i, event in enumerate(batch):
+        check_envelope(event)
+        seq = as_int(event.get("seq"))
+        if seq is None or (i and seq != batch[i - 1]["seq"] + 1):
+            raise AdmissionError(f"batch has a gap: event {i} has seq {event.get('seq')!r}, "
+                                 f"expected {batch[i - 1]['seq'] + 1 if i else 'an integer'}",
+                                 code="seq-not-contiguous", seq=seq)
+    return batch

@@ -17,10 +17,10 @@ import orjson
 
 from ..chunks import RowError, expand_row, pack_records
 from ..errors import AdmissionError, CorruptLogError, StorageError
-from ..events import ROW_SET, Event, check_envelope, freeze_event
+from ..events import ROW_SET, Event, freeze_event
 from ..header import HEADER_KEYS, check_header
 from ..jsonvalue import as_int, dumps
-from .base import Problem, Scan, Store, conflict
+from .base import Problem, Scan, Store, checked_batch, conflict
 
 __all__ = [
     "MAX_DECOMPRESSED_BYTES",
@@ -478,7 +478,7 @@ class JsonlStore(Store):
         return len(scan.events)
 
     def append(self, session_id: str, events: Sequence[Mapping[str, Any]]) -> None:
-        batch = _checked_batch(events)
+        batch = checked_batch(events)
         if not batch:
             return
         try:
@@ -586,17 +586,3 @@ class JsonlStore(Store):
 
     def close(self) -> None:
         self._next.clear()
-
-
-def _checked_batch(events: Sequence[Mapping[str, Any]]) -> list[Event]:
-    """Freeze a batch and check each envelope (refusing non-JSON data and row-tag types)
-    and that its seqs have no gaps."""
-    batch: list[Event] = [freeze_event(e) for e in events]
-    for i, event in enumerate(batch):
-        check_envelope(event)
-        seq = as_int(event.get("seq"))
-        if seq is None or (i and seq != batch[i - 1]["seq"] + 1):
-            raise AdmissionError(f"batch has a gap: event {i} has seq {event.get('seq')!r}, "
-                                 f"expected {batch[i - 1]['seq'] + 1 if i else 'an integer'}",
-                                 code="seq-not-contiguous", seq=seq)
-    return batch

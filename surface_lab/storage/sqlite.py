@@ -15,8 +15,7 @@ from ..errors import CorruptLogError, StorageError, UnsupportedFormatError
 from ..events import Event
 from ..header import check_header
 from ..jsonvalue import FrozenDict, dumps, freeze
-from .base import Scan, Store, conflict
-from .jsonl import _checked_batch
+from .base import Scan, Store, checked_batch, conflict
 
 __all__ = ["APPLICATION_ID", "DDL", "SCHEMA_VERSION", "SqliteStore", "is_sqlite_file"]
 
@@ -234,7 +233,7 @@ class SqliteStore(Store):
         self._created[checked["id"]] = checked
 
     def append(self, session_id: str, events: Sequence[Mapping[str, Any]]) -> None:
-        batch = _checked_batch(events)
+        batch = checked_batch(events)
         if not batch:
             return
         if self.read_only:
