@@ -43,7 +43,15 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 MAX_DECOMPRESSED_BYTES = 4 * 1024**3
 ZSTD_PIECE = 4096  # compressed bytes fed at a time: at most ~128 MiB of output each
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
-_LONG_DIGITS = re.compile(rb"\d{19,}")
+# Every digit becomes "0" and every other byte "x": a run of 19 digits is then a plain
+# substring search, several times faster than a regular expression over a large log.
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= b <= 0x39 else 0x78 for b in range(256))
+_LONG_RUN = b"0" * 19
+
+
+def has_long_digits(data: bytes) -> bool:
+    """Whether `data` holds a run of 19 or more digits (a number orjson would round)."""
+    return _LONG_RUN in data.translate(_DIGITS_AS_ZERO)
 
 
 # -- layout ------------------------------------------------------------------------------
@@ -178,7 +186,7 @@ def _parse(line: bytes, *, long_digits: bool = True) -> Any:
         value = orjson.loads(line)
     except orjson.JSONDecodeError as err:
         raise _BadLine("line-unparsable", f"not JSON: {err}") from None
-    if long_digits and _LONG_DIGITS.search(line):  # orjson makes big integers floats
+    if long_digits and has_long_digits(line):  # orjson makes big integers floats
         try:
             value = json.loads(line.decode(), parse_constant=_refuse_constant)
         except (ValueError, RecursionError) as err:
@@ -218,7 +226,7 @@ def scan_bytes(data: bytes, path: str, *, torn_frame: bool = False,
                               line=1) from None
     scan = Scan(path=path, header=header)
     # One search of the whole file tells whether any line needs the exact-integer parse.
-    long_digits = _LONG_DIGITS.search(data) is not None
+    long_digits = has_long_digits(data)
     offset = len(lines[0]) + 1
     good_end = offset
     fixture: bool | None = None
