@@ -12,7 +12,7 @@ from .errors import CorruptLogError
 from .events import describe
 from .jsonvalue import as_int
 
-__all__ = ["UpgradeResult", "legacy_message_id", "upgrade_events"]
+__all__ = ["UpgradeResult", "legacy_message_id", "upgrade_events", "upgrade_reason"]
 
 
 @dataclass
@@ -38,7 +38,9 @@ def _corrupt(event: Mapping[str, Any], message: str) -> NoReturn:
     )
 
 
-def _upgrade_reason(event: Mapping[str, Any], reason: Any) -> tuple[Any, str | None]:
+def upgrade_reason(event: Mapping[str, Any], reason: Any) -> tuple[Any, str | None]:
+    """A `turn/end` reason in its current shape, and the name of the upgrade applied
+    (None when it is current)."""
     if not isinstance(reason, Mapping):
         return reason, None
     kind = reason.get("kind")
@@ -68,7 +70,7 @@ def _upgrade(
         return {**event, "data": {k: v for k, v in data.items() if k != "trigger"}}, \
             "turn/start trigger"
     if kind == "turn/end" and "reason" in data:
-        reason, name = _upgrade_reason(event, data["reason"])
+        reason, name = upgrade_reason(event, data["reason"])
         return ({**event, "data": {**data, "reason": reason}}, name) if name else (event, None)
     if kind == "steering/message":
         if isinstance(data.get("message"), Mapping):

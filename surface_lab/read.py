@@ -3,20 +3,31 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .errors import CorruptLogError, StorageError, UnsupportedFormatError
+from .errors import CorruptLogError, StorageError, SurfaceLabError, UnsupportedFormatError
 from .events import Event
 from .jsonvalue import FrozenDict
 from .session import Session
 from .storage.base import Problem, Scan
-from .storage.jsonl import LOG_NAME, ZSTD_NAME, JsonlStore, Progress, scan_file
-from .storage.load import CheckedLog, check_log
+from .storage.fast import fast_check
+from .storage.jsonl import (
+    LOG_NAME,
+    ZSTD_NAME,
+    JsonlStore,
+    Progress,
+    _BadLine,
+    _parse,
+    read_intent,
+    read_log_bytes,
+    scan_file,
+)
+from .storage.load import CheckedLog, check_header_line, check_log
 from .storage.sqlite import SqliteStore, is_sqlite_file
-from .surface import FoldResult
+from .surface import FoldResult, Plan
 
 __all__ = ["LogReading", "read_log"]
 
@@ -28,13 +39,15 @@ class LogReading:
 
     path: str
     header: FrozenDict
-    events: list[Event]
+    events: Sequence[Event]
     form: Literal["stored", "fixture"]
     mode: Literal["surface", "linear"]
     fold: FoldResult
     closers: list[Event]
     problems: list[Problem]
-    lines: list[int]
+    lines: Sequence[int]
+    # The plan of every event, when the reader kept them (the fast reader does).
+    plans: Sequence[Plan] | None = None
 
     @property
     def valid(self) -> bool:
@@ -71,6 +84,50 @@ def _pick(ids: list[str], session_id: str | None, where: str) -> str:
     return ids[0]
 
 
+def _jsonl_file(path: Path) -> Path | None:
+    """The JSONL file `path` names (itself, or a folder's session file), if it is one."""
+    if path.is_dir():
+        for name in (LOG_NAME, ZSTD_NAME):
+            if (path / name).is_file():
+                return path / name
+        return None
+    return path if path.is_file() and not is_sqlite_file(path) else None
+
+
+def _read_fast(path: Path, session_id: str | None) -> LogReading | None:
+    """A plain JSONL log with nothing pending, read by the fast reader; None when it
+    needs the full pipeline (which then names any problem)."""
+    file = _jsonl_file(path)
+    if file is None or (not file.name.endswith(".zstd") and read_intent(file) is not None):
+        return None
+    data, torn = read_log_bytes(file)
+    end = data.find(b"\n")
+    if torn or end < 0:
+        return None
+    try:
+        raw = _parse(data[:end])
+    except _BadLine:
+        return None
+    if session_id is not None and raw.get("id") != session_id:
+        return None
+    problems: list[Problem] = []
+
+    def note(code: str, message: str, *, line: int | None = None, seq: int | None = None,
+             event_type: str | None = None) -> None:
+        problems.append(Problem("note", code, message, str(file), line, seq, event_type))
+
+    try:
+        header = check_header_line(Scan(path=str(file), header=raw), resume=False, note=note)
+    except SurfaceLabError:
+        return None
+    checked = fast_check(data, str(file), end + 1, note)
+    if checked is None:
+        return None
+    events, plans, fold, closers = checked
+    return LogReading(str(file), header, events, "stored", "surface", fold, closers, problems,
+                      events.lines, plans)
+
+
 def _scan(path: Path, session_id: str | None, progress: Progress | None = None) -> Scan:
     if path.is_dir():
         for name in (LOG_NAME, ZSTD_NAME):
@@ -92,13 +149,17 @@ def _scan(path: Path, session_id: str | None, progress: Progress | None = None) 
 
 
 def read_log(path: str | os.PathLike[str], *, session_id: str | None = None,
-             progress: Progress | None = None) -> LogReading:
+             progress: Progress | None = None,
+             check: Literal["fast", "full"] = "fast") -> LogReading:
     """Read a log for analysis; nothing is ever written.
 
     Args:
         path: a `.jsonl` or `.jsonl.zstd` file, a JSONL store folder, or a SQLite database.
         session_id: which session of a store or database (the only one by default).
         progress: called now and then with (lines read, lines in all) while scanning.
+        check: "fast" reads a JSONL log with the fast reader when it can (events parsed
+            on access; a number too large for a double inside message text is reported
+            when its event is read); "full" always runs the whole load pipeline.
 
     Returns:
         A `LogReading` with `.header`, `.events`, `.form`, `.fold`, `.closers`,
@@ -110,6 +171,10 @@ def read_log(path: str | os.PathLike[str], *, session_id: str | None = None,
         StorageError: a missing file or an ambiguous session.
     """
     try:
+        if check == "fast" and (fast := _read_fast(Path(path), session_id)) is not None:
+            if progress is not None:
+                progress(len(fast.events), len(fast.events))
+            return fast
         scan = _scan(Path(path), session_id, progress)
         return LogReading._from(check_log(scan))
     except OSError as err:

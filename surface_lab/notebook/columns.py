@@ -9,7 +9,8 @@ import pandas as pd
 
 from ..events import KNOWN_TYPES
 
-__all__ = ["SCHEMAS", "Column", "empty_frame", "frame_from_columns", "schema_table"]
+__all__ = ["SCHEMAS", "Column", "empty_frame", "frame_from_arrays", "frame_from_columns",
+           "schema_table"]
 
 TYPES = sorted(KNOWN_TYPES)
 ROLES = ["system", "user", "assistant"]
@@ -134,6 +135,22 @@ def frame_from_columns(name: str, data: dict[str, list[Any]]) -> pd.DataFrame:
         dtype: Any = _with_extra_categories(column.dtype, values)
         out[column.name] = values if column.dtype == OBJ else values.astype(dtype)
     return pd.DataFrame(out)
+
+
+def frame_from_arrays(name: str, data: dict[str, Any]) -> pd.DataFrame:
+    """A frame of schema `name` from columns already typed (numpy or pandas arrays);
+    the documented dtype is applied to each, which costs nothing when it is already so."""
+    out: dict[str, Any] = {}
+    for column in SCHEMAS[name]:
+        values = data[column.name]
+        if column.dtype == TS:
+            out[column.name] = pd.to_datetime(values, unit="ms", utc=True).astype(TS)
+        elif column.dtype == OBJ:
+            out[column.name] = pd.Series(values, dtype=OBJ)
+        else:
+            dtype: Any = column.dtype
+            out[column.name] = pd.Series(values).astype(dtype)
+    return pd.DataFrame(out, copy=False)
 
 
 def empty_frame(name: str) -> pd.DataFrame:

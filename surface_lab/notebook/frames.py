@@ -16,8 +16,9 @@ from ..events import SURFACE_TYPES, Event, mapping_at, message_of
 from ..jsonvalue import as_int, dumps
 from ..messages import estimate_tokens, message_text, project_message
 from ..storage.base import Problem
+from ..storage.fast import TYPE_NAMES, LogEvents
 from ..surface import REPLACE, apply_plan
-from .columns import STATES, empty_frame, frame_from_columns
+from .columns import OPS, ROLES, STATES, empty_frame, frame_from_arrays, frame_from_columns
 from .source import LogData, load_source
 
 __all__ = [
@@ -78,11 +79,100 @@ def events_df(source: Any, *, strict: bool = True, progress: bool = True) -> Any
     """One row per logical event: envelope, surface fields, visibility now, message and
     sizes (see `schema_table()`)."""
     log = load_source(source, strict=strict, progress=progress)
+    if isinstance(log.events, LogEvents):
+        return _finish(frame_from_arrays("events", _event_arrays(log, log.events)), log,
+                       strict)
     return _finish(frame_from_columns("events", event_columns(log)), log, strict)
+
+
+def _nullable(values: Sequence[int | None]) -> pd.arrays.IntegerArray:
+    """An Int64 array from ints and Nones, without a Python pass per value."""
+    raw = np.array(values, dtype=object)
+    mask = raw == None  # noqa: E711  # elementwise: which values are missing
+    raw[mask] = 0
+    return pd.arrays.IntegerArray(raw.astype("int64"), mask.astype(bool))
+
+
+def _event_arrays(log: LogData, events: LogEvents) -> dict[str, Any]:
+    """The `events_df` columns of a log the fast reader kept packed: envelope columns
+    straight from the reader, message fields from the surface events alone, and the
+    data sizes from each line (a packed row's members from its texts)."""
+    n = len(events)
+    times = np.array(events.times, dtype="int64")
+    cols: dict[str, Any] = {
+        "seq": np.arange(n, dtype="int64"),
+        "type": pd.Categorical.from_codes(
+            np.frombuffer(events.type_codes, dtype="uint8").astype("int16"),
+            dtype=pd.CategoricalDtype(list(TYPE_NAMES))),
+        "time": times,
+        "ts": times,
+        "turn": _nullable(events.turns),
+        "step": _nullable(events.steps),
+        "line": pd.arrays.IntegerArray(
+            np.repeat(np.arange(2, len(events.first_seqs) + 1, dtype="int64"),
+                      np.diff(np.array(events.first_seqs, dtype="int64"))),
+            np.zeros(n, dtype=bool)),
+    }
+    ops = np.full(n, -1, dtype="int8")
+    starts, ends = np.zeros(n, dtype="int64"), np.zeros(n, dtype="int64")
+    has_range = np.zeros(n, dtype=bool)
+    sources = np.full(n, None, dtype=object)
+    roles = np.full(n, -1, dtype="int8")
+    mids, texts = np.full(n, None, dtype=object), np.full(n, None, dtype=object)
+    chars, tokens = np.zeros(n, dtype="int64"), np.zeros(n, dtype="int64")
+    is_message = np.zeros(n, dtype=bool)
+    role_codes = {role: k for k, role in enumerate(ROLES)}
+    for seq in events.surface_seqs():
+        event = events.raw(seq)
+        op = event.get("surfaceOp")
+        if op == "append":
+            ops[seq] = 0
+        elif isinstance(op, Mapping):
+            ops[seq] = 1
+            starts[seq], ends[seq] = as_int(op.get("start")), as_int(op.get("end"))
+            has_range[seq] = True
+        cited = event.get("sourceEventSeqs")
+        sources[seq] = list(cited) if isinstance(cited, list) else None
+        role, mid, text, n_chars, n_tokens = _message_fields(event)
+        roles[seq] = role_codes.get(role, -1)
+        mids[seq] = mid if isinstance(mid, str) else None
+        texts[seq] = text[:PREVIEW] if text is not None else None
+        chars[seq], tokens[seq], is_message[seq] = n_chars, n_tokens, True
+    on_surface = np.zeros(n, dtype=bool)
+    on_surface[np.array(log.fold.nodes, dtype="int64")] = True
+    shadowed_by = np.zeros(n, dtype="int64")
+    shadowed = np.zeros(n, dtype=bool)
+    for r in log.fold.replacements:
+        shadowed_by[r.shadowed_seqs] = r.seq
+        shadowed[r.shadowed_seqs] = True
+    cols.update({
+        "surface_op": pd.Categorical.from_codes(ops, dtype=pd.CategoricalDtype(OPS)),
+        "replace_start": pd.arrays.IntegerArray(starts, ~has_range),
+        "replace_end": pd.arrays.IntegerArray(ends, ~has_range),
+        "source_event_seqs": sources,
+        "on_surface": on_surface,
+        "shadowed_by": pd.arrays.IntegerArray(shadowed_by, ~shadowed),
+        "role": pd.Categorical.from_codes(roles, dtype=pd.CategoricalDtype(ROLES)),
+        "message_id": mids,
+        "text": texts,
+        "chars": pd.arrays.IntegerArray(chars, ~is_message),
+        "tokens": pd.arrays.IntegerArray(tokens, ~is_message),
+        "data_bytes": np.array(events.data_sizes(), dtype="int64"),
+    })
+    return cols
+
+
+def _as_list(values: Any) -> list[Any]:
+    """Python values with None for missing ones, as the list-built columns hold."""
+    series = pd.Series(values).astype(object)
+    return series.where(series.notna(), None).tolist()
 
 
 def event_columns(log: LogData) -> dict[str, list[Any]]:
     """The columns of `events_df`, as lists (the corpus writes them with pyarrow)."""
+    if isinstance(log.events, LogEvents):
+        return {name: _as_list(values)
+                for name, values in _event_arrays(log, log.events).items()}
     on_surface = set(log.fold.nodes)
     shadowed_by = log.shadowed_by
     cols: dict[str, list[Any]] = {k: [] for k in (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..events import Event
@@ -31,7 +32,7 @@ class Replay:
 
     def __init__(self, source: Any, *, strict: bool = True, progress: bool = True) -> None:
         self.log: LogData = load_source(source, strict=strict, progress=progress)
-        self._plans: list[Plan] = self.log.plans
+        self._plans: Sequence[Plan] = self.log.plans
         self._nodes: list[int] = []
         self._seq = -1
         self._checkpoints: dict[int, list[int]] = {-1: []}

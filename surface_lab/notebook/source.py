@@ -40,15 +40,19 @@ class LogData:
     With `strict=False` a damaged log keeps the longest prefix that folds."""
 
     session_id: str
-    events: list[Event]
-    plans: list[Plan] = field(default_factory=list)
+    events: Sequence[Event]
+    plans: Sequence[Plan] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     path: str | None = None
-    lines: list[int] = field(default_factory=list)
+    lines: Sequence[int] = field(default_factory=list)
     cache: dict[str, Any] = field(default_factory=dict, repr=False)
+    # The reader's fold, when it made one (saves refolding a large log).
+    known_fold: FoldResult | None = field(default=None, repr=False)
 
     @cached_property
     def fold(self) -> FoldResult:
+        if self.known_fold is not None:
+            return self.known_fold
         nodes: list[int] = []
         replacements = []
         for plan in self.plans:
@@ -61,8 +65,7 @@ class LogData:
     @cached_property
     def shadowed_by(self) -> dict[int, int]:
         """Each shadowed seq -> the seq of the replace that shadowed it."""
-        return {s: plan.seq for plan in self.plans if plan.kind == REPLACE
-                for s in plan.shadowed}
+        return {s: r.seq for r in self.fold.replacements for s in r.shadowed_seqs}
 
 
 def _progress_bar(path: Path) -> Callable[[int, int], None] | None:
@@ -153,6 +156,9 @@ def load_source(source: Any, *, strict: bool = True, progress: bool = True) -> L
                            scan.lines)
     if isinstance(source, LogReading):
         problems += [p for p in source.problems if p.severity == "error"]
+        if source.plans is not None:  # the fast reader planned every event already
+            return LogData(source.session_id, source.events, source.plans, problems,
+                           source.path, source.lines, known_fold=source.fold)
         if source.mode == "linear":
             return LogData(source.session_id, list(source.events),
                            _linear_plans(source.events), problems, source.path, source.lines)

@@ -19,7 +19,7 @@ from ..session import Session
 from ..surface import FoldResult
 from .base import Problem, Scan, Store
 
-__all__ = ["CheckedLog", "check_log", "load_for_resume", "resume_session"]
+__all__ = ["CheckedLog", "check_header_line", "check_log", "load_for_resume", "resume_session"]
 
 
 @dataclass
@@ -38,7 +38,8 @@ class CheckedLog:
     session: Session | None = None
 
 
-def _header(scan: Scan, *, resume: bool, note: Callable[..., None]) -> FrozenDict:
+def check_header_line(scan: Scan, *, resume: bool, note: Callable[..., None]) -> FrozenDict:
+    """The checked header of a scan (SPEC 7.3 step 1); `note` gets `header-legacy`."""
     raw = scan.header
     kind = raw.get("type") if isinstance(raw, dict) else None
     try:
@@ -79,7 +80,7 @@ def check_log(scan: Scan, *, resume: bool = False) -> CheckedLog:
              event_type: str | None = None) -> None:
         problems.append(Problem("note", code, message, scan.path, line, seq, event_type))
 
-    header = _header(scan, resume=resume, note=note)
+    header = check_header_line(scan, resume=resume, note=note)
     if scan.form == "fixture":
         if resume:
             raise StorageError(f"{scan.path}: snapshot-fixture logs are read-only; convert "
