@@ -1,0 +1,149 @@
+"""The fast reader agrees with the full load pipeline on every log it accepts, and hands
+every log it cannot vouch for to that pipeline (which then names the problem)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from surface_lab import read_log
+from surface_lab.errors import CorruptLogError, SurfaceLabError
+from surface_lab.notebook import events_df
+from surface_lab.notebook.frames import event_columns
+from surface_lab.notebook.source import load_source
+from surface_lab.storage.fast import LogEvents
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"
+GOOD = ["chat", "cancelled-turn", "crash-needs-repair", "empty-response-retry",
+        "long-compaction", "max-tokens", "pruned-tool-results", "tools-parallel"]
+
+
+def _outcome(path: Path, check: str) -> tuple[str, object]:
+    try:
+        log = read_log(path, check=check)  # type: ignore[arg-type]
+    except SurfaceLabError as err:
+        return "error", (type(err).__name__, err.code, err.line, err.seq)
+    return "read", (log.header, list(log.events), log.fold, log.closers, log.problems,
+                    list(log.lines), log.form, log.mode)
+
+
+def _agree(path: Path) -> bool:
+    """Both readers give the same result; True when the fast reader kept the log."""
+    fast, full = _outcome(path, "fast"), _outcome(path, "full")
+    assert fast == full
+    return fast[0] == "read" and isinstance(read_log(path).events, LogEvents)
+
+
+@pytest.mark.parametrize("name", GOOD)
+def test_every_valid_sample_is_read_fast_and_the_same(name: str) -> None:
+    assert _agree(SAMPLES / f"{name}.jsonl")
+
+
+@pytest.mark.parametrize("name", GOOD)
+def test_frames_of_the_fast_reader_equal_the_full_ones(name: str) -> None:
+    fast, full = read_log(SAMPLES / f"{name}.jsonl"), read_log(SAMPLES / f"{name}.jsonl",
+                                                                check="full")
+    pd.testing.assert_frame_equal(events_df(fast, progress=False),
+                                  events_df(full, progress=False))
+    assert event_columns(load_source(fast)) == event_columns(load_source(full))
+    assert load_source(fast).plans == load_source(full).plans
+
+
+def test_the_samples_the_fast_reader_refuses_get_the_full_answer() -> None:
+    for path in sorted(SAMPLES.glob("*.jsonl")):
+        _agree(path)
+    assert not _agree(SAMPLES / "legacy-linear.jsonl")  # the legacy reading applies
+    assert not _agree(SAMPLES / "invalid-crash-tail.jsonl")
+
+
+def _lines(name: str) -> list[bytes]:
+    return (SAMPLES / f"{name}.jsonl").read_bytes().splitlines(keepends=True)
+
+
+def _write(tmp_path: Path, lines: list[bytes], name: str = "s.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_bytes(b"".join(lines))
+    return path
+
+
+@pytest.mark.parametrize("old,new", [
+    (b'"seq":3,', b'"seq":3.0,'),  # an integral float seq: read as 3 by both
+    (b'"time":', b'"time":1e400,"x":'),  # not JSON for orjson
+    (b'"data":{', b'"data":{"turn":1,"turn":2,'),  # a duplicate key: the last wins
+    (b'"data":{', b'"data":{"deep":' + b"[" * 450 + b"]" * 450 + b","),
+    (b'"data":{', b'"data":{"deep":' + b"[" * 350 + b"]" * 350 + b","),
+    (b'"data":{', b'"data":{"text":"' + b"[" * 450 + b'",'),  # brackets in a string
+    (b'"data":{', b'"data":{"x":"\xff",'),  # not UTF-8
+    (b'"data":{', b'"data":{"x":"\\ud800",'),  # a lone surrogate
+    (b'"data":{', b'"data":{"big":123456789012345678901234,'),  # rounded by orjson
+    (b'"data":{', b'"data":null,"d":{'),  # an unknown top-level key
+    (b'"role":"user"', b'"role":"assistant"'),
+    (b'"surfaceOp":"append"', b'"surfaceOp":"prepend"'),
+    (b'"surfaceOp":"append"', b'"surfaceOp":"append","sourceEventSeqs":[]'),
+    (b'{"type":"turn/start"', b'{"ignorable":false,"type":"turn/start"'),
+    (b'{"type":"turn/start"', b'{"ignorable":true,"type":"turn/start"'),
+    (b'"texts":["', b'"texts":[1,"'),
+    (b'"dt":[', b'"dt":[9007199254740993,'),
+])
+def test_a_change_to_any_line_gets_the_same_answer_from_both(
+        tmp_path: Path, old: bytes, new: bytes) -> None:
+    for name in ("long-compaction", "pruned-tool-results", "tools-parallel"):
+        lines = _lines(name)
+        hits = [i for i, line in enumerate(lines) if i and old in line]
+        for i in hits[:3] + hits[-2:]:
+            changed = [*lines[:i], lines[i].replace(old, new, 1), *lines[i + 1 :]]
+            _agree(_write(tmp_path, changed))
+
+
+def test_random_byte_changes_never_make_the_readers_disagree(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    lines = _lines("pruned-tool-results")
+    data = b"".join(lines)
+    header = len(lines[0])
+    for _ in range(150):
+        at = rng.randrange(header, len(data) - 1)
+        changed = data[:at] + bytes([rng.choice(b'{}[]",:0123456789aeE-\\ ')]) + data[at + 1:]
+        _agree(_write(tmp_path, [changed]))
+
+
+def test_dropping_or_repeating_lines_gets_the_same_answer(tmp_path: Path) -> None:
+    lines = _lines("long-compaction")
+    for i in range(1, len(lines), 3):
+        _agree(_write(tmp_path, [*lines[:i], *lines[i + 1 :]]))
+        _agree(_write(tmp_path, [*lines[: i + 1], lines[i], *lines[i + 1 :]]))
+    _agree(_write(tmp_path, [*lines, b"\n"]))  # an empty last line
+    _agree(_write(tmp_path, [*lines[:-1], lines[-1].rstrip(b"\n")]))  # a torn tail
+    _agree(_write(tmp_path, [*lines[:3], b"   \n", *lines[3:]]))
+
+
+def test_a_number_too_large_for_a_double_in_skipped_text_is_named_when_read(
+        tmp_path: Path) -> None:
+    """The one thing the fast reader leaves for later (see storage/fast.py)."""
+    lines = _lines("chat")
+    i = next(i for i, line in enumerate(lines) if b'"type":"user/message"' in line)
+    lines[i] = lines[i].replace(b'"content":[', b'"content":[{"type":"x","n":1e400},', 1)
+    path = _write(tmp_path, lines)
+    with pytest.raises(CorruptLogError) as full:
+        read_log(path, check="full")
+    log = read_log(path)
+    with pytest.raises(CorruptLogError) as late:
+        log.events[i - 1]
+    assert (late.value.code, late.value.line, late.value.seq) == ("line-unparsable", i + 1,
+                                                                  i - 1)
+    assert full.value.line == i + 1
+
+
+def test_packed_events_read_like_a_list(tmp_path: Path) -> None:
+    log = read_log(SAMPLES / "long-compaction.jsonl")
+    full = read_log(SAMPLES / "long-compaction.jsonl", check="full")
+    assert isinstance(log.events, LogEvents)
+    assert log.events == full.events and log.events[-3:] == list(full.events)[-3:]
+    assert log.events[-1] == full.events[-1]
+    assert log.events.types == [e["type"] for e in full.events]
+    assert log.events.times == [e["time"] for e in full.events]
+    with pytest.raises(IndexError):
+        log.events[len(full.events)]
+    assert log.lines[-1] == full.lines[-1] and list(log.lines) == list(full.lines)
