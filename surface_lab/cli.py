@@ -67,8 +67,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         if not sessions:
             _out(f"{name}: note: empty-store: holds no session")
         for session_id in sessions:
-            try:
-                log = read_log(path, session_id=session_id)
+            try:  # the full pipeline: every problem named up front
+                log = read_log(path, session_id=session_id, check="full")
             except SurfaceLabError as err:
                 _out(str(Problem.from_error(err, path=_label(path, session_id))))
                 failed = True
