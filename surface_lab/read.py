@@ -23,6 +23,7 @@ from .storage.jsonl import (
     _parse,
     read_intent,
     read_log_bytes,
+    scan_bytes,
     scan_file,
 )
 from .storage.load import CheckedLog, check_header_line, check_log
@@ -84,32 +85,52 @@ def _pick(ids: list[str], session_id: str | None, where: str) -> str:
     return ids[0]
 
 
+def _session_file(folder: Path) -> Path | None:
+    """The session file of a single-session folder, if it holds one."""
+    for name in (LOG_NAME, ZSTD_NAME):
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
 def _jsonl_file(path: Path) -> Path | None:
     """The JSONL file `path` names (itself, or a folder's session file), if it is one."""
     if path.is_dir():
-        for name in (LOG_NAME, ZSTD_NAME):
-            if (path / name).is_file():
-                return path / name
-        return None
+        return _session_file(path)
     return path if path.is_file() and not is_sqlite_file(path) else None
 
 
-def _read_fast(path: Path, session_id: str | None) -> LogReading | None:
-    """A plain JSONL log with nothing pending, read by the fast reader; None when it
-    needs the full pipeline (which then names any problem)."""
+def _same_session(scan: Scan, session_id: str | None, path: Path) -> Scan:
+    if session_id is not None and isinstance(scan.header, dict) \
+            and scan.header.get("id") != session_id:
+        raise StorageError(f"{path}: holds session {scan.header.get('id')!r}, not "
+                           f"{session_id!r}", path=str(path))
+    return scan
+
+
+def _read_fast(path: Path, session_id: str | None,
+               progress: Progress | None) -> LogReading | Scan | None:
+    """A plain JSONL log with nothing pending, read by the fast reader. When the fast
+    checks do not take it, the full scan of the same bytes (the file is read once); None
+    when `path` is not such a file."""
     file = _jsonl_file(path)
     if file is None or (not file.name.endswith(".zstd") and read_intent(file) is not None):
         return None
     data, torn = read_log_bytes(file)
+
+    def full_scan() -> Scan:
+        return _same_session(scan_bytes(data, str(file), torn_frame=torn, progress=progress),
+                             session_id, file)
+
     end = data.find(b"\n")
     if torn or end < 0:
-        return None
+        return full_scan()
     try:
         raw = _parse(data[:end])
     except _BadLine:
-        return None
+        return full_scan()
     if session_id is not None and raw.get("id") != session_id:
-        return None
+        return full_scan()
     problems: list[Problem] = []
 
     def note(code: str, message: str, *, line: int | None = None, seq: int | None = None,
@@ -119,20 +140,22 @@ def _read_fast(path: Path, session_id: str | None) -> LogReading | None:
     try:
         header = check_header_line(Scan(path=str(file), header=raw), resume=False, note=note)
     except SurfaceLabError:
-        return None
+        return full_scan()
     checked = fast_check(data, str(file), end + 1, note)
     if checked is None:
-        return None
+        return full_scan()
     events, plans, fold, closers = checked
+    if progress is not None:
+        progress(len(events), len(events))
     return LogReading(str(file), header, events, "stored", "surface", fold, closers, problems,
                       events.lines, plans)
 
 
 def _scan(path: Path, session_id: str | None, progress: Progress | None = None) -> Scan:
     if path.is_dir():
-        for name in (LOG_NAME, ZSTD_NAME):
-            if (path / name).is_file():
-                return _scan(path / name, session_id, progress)
+        file = _session_file(path)
+        if file is not None:
+            return _scan(file, session_id, progress)
         store = JsonlStore(path)
         return store.scan(_pick(store.list(), session_id, str(path)))
     if not path.exists():
@@ -140,12 +163,7 @@ def _scan(path: Path, session_id: str | None, progress: Progress | None = None) 
     if is_sqlite_file(path):
         with SqliteStore(path, read_only=True) as db:
             return db.scan(_pick(db.list(), session_id, str(path)))
-    scan = scan_file(path, progress)
-    if session_id is not None and isinstance(scan.header, dict) \
-            and scan.header.get("id") != session_id:
-        raise StorageError(f"{path}: holds session {scan.header.get('id')!r}, not "
-                           f"{session_id!r}", path=str(path))
-    return scan
+    return _same_session(scan_file(path, progress), session_id, path)
 
 
 def read_log(path: str | os.PathLike[str], *, session_id: str | None = None,
@@ -171,11 +189,10 @@ def read_log(path: str | os.PathLike[str], *, session_id: str | None = None,
         StorageError: a missing file or an ambiguous session.
     """
     try:
-        if check == "fast" and (fast := _read_fast(Path(path), session_id)) is not None:
-            if progress is not None:
-                progress(len(fast.events), len(fast.events))
-            return fast
-        scan = _scan(Path(path), session_id, progress)
+        read = _read_fast(Path(path), session_id, progress) if check == "fast" else None
+        if isinstance(read, LogReading):
+            return read
+        scan = read if read is not None else _scan(Path(path), session_id, progress)
         return LogReading._from(check_log(scan))
     except OSError as err:
         raise StorageError(f"{path}: {err.strerror or err}", path=str(path)) from err

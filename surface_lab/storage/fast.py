@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import reduce
 from itertools import accumulate, chain, compress, count, pairwise, repeat
-from typing import Any, cast, overload
+from typing import Any, TypeVar, cast, overload
 
 import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
@@ -51,8 +51,11 @@ from ..surface import (
     plan_event,
 )
 from .jsonl import MAX_LINE_BYTES, _BadLine, _parse
+from .load import note_open_turn
 
 __all__ = ["TYPE_NAMES", "LogEvents", "PlanList", "fast_check"]
+
+T = TypeVar("T")
 
 # Every type the fast reader takes, in the order of the frames' categories.
 TYPE_NAMES: tuple[str, ...] = tuple(sorted(KNOWN_TYPES))
@@ -143,8 +146,8 @@ def _event_struct(name: str) -> type[Struct]:
     # Only integers in sourceEventSeqs (an integral float goes to the full pipeline).
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = [
         ("seq", int), ("time", int), ("data", _DATA_OF_TYPE.get(name, _Probe | None)),
-              ("surfaceOp", Any, UNSET), ("sourceEventSeqs", list[int] | UnsetType, UNSET),
-              ("ignorable", Any, UNSET)]
+        ("surfaceOp", Any, UNSET), ("sourceEventSeqs", list[int] | UnsetType, UNSET),
+        ("ignorable", Any, UNSET)]
     return msgspec.defstruct(f"Event_{_CODE[name]}", fields, tag_field="type", tag=name,
                              forbid_unknown_fields=True)
 
@@ -160,8 +163,6 @@ _EVENT_CLASSES: dict[type[Struct], int] = {_event_struct(name): _CODE[name]
                                             for name in TYPE_NAMES}
 _ROW_DELTA = {_row_struct(tag): tag.replace("-chunks", "-delta") for tag in sorted(ROW_TAGS)}
 _ROW_CLASSES = frozenset(_ROW_DELTA)
-_LEGACY_CLASSES = frozenset(c for c, code in _EVENT_CLASSES.items()
-                            if TYPE_NAMES[code] in ("turn/start", "turn/end", "request/header"))
 _SURFACE_CODES = frozenset(_CODE[name] for name in SURFACE_SET)
 _LEGACY_CODES = frozenset(_CODE[name] for name in ("turn/start", "turn/end", "request/header"))
 
@@ -185,15 +186,38 @@ _DECODER = msgspec.json.Decoder(reduce(operator.or_, [*_EVENT_CLASSES, *_ROW_CLA
 # -- events kept packed in the file's bytes ----------------------------------------------
 
 
-class _ListLike:
-    """Equal to a list or tuple with the same items, like the list it stands for."""
+class _LazySequence(Sequence[T]):
+    """A read-only sequence whose items are made on demand by `_item`; equal to a list
+    or tuple with the same items, like the list it stands for."""
+
+    _what = "item"
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def _item(self, index: int) -> T:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        if isinstance(index, slice):
+            return [self._item(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"{self._what} index out of range")
+        return self._item(index)
+
+    def __iter__(self) -> Iterator[T]:
+        return map(self._item, range(len(self)))
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, (list, tuple, _ListLike)):
-            mine: Any = self
-            theirs: Any = other
-            return len(mine) == len(theirs) and all(
-                a == b for a, b in zip(mine, theirs, strict=True))
+        if isinstance(other, (list, tuple, _LazySequence)):
+            return len(self) == len(other) and all(
+                a == b for a, b in zip(self, other, strict=True))
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]  # equal to lists, so unhashable like them
@@ -218,11 +242,13 @@ class _Records:
         return [next(rows) if code == _ROW else next(events) for code in self.codes]
 
 
-class LogEvents(_ListLike, Sequence[Event]):
+class LogEvents(_LazySequence[Event]):
     """The logical events of a log read by the fast reader: a read-only sequence whose
     events are parsed from the file's bytes when asked for (a packed row is expanded
     whole and the last few kept). Envelope columns need no parsing: `type_codes` (into
     `TYPE_NAMES`), `types`, `times`, `turns`, `steps` and `lines`, made on first use."""
+
+    _what = "event"
 
     def __init__(self, data: bytes, path: str, records: _Records) -> None:
         self._data = data
@@ -246,7 +272,7 @@ class LogEvents(_ListLike, Sequence[Event]):
                                   path=self._path, line=record + 2,
                                   seq=self._records.first_seq[record]) from None
 
-    def _event(self, seq: int) -> Event:
+    def _item(self, seq: int) -> Event:
         record = self._record(seq)
         if self._records.codes[record] != _ROW:
             return freeze_event(self._parse(record))
@@ -257,23 +283,6 @@ class LogEvents(_ListLike, Sequence[Event]):
                 self._row_cache.pop(next(iter(self._row_cache)))
             self._row_cache[record] = members
         return members[seq - self._records.first_seq[record]]
-
-    @overload
-    def __getitem__(self, index: int) -> Event: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Event]: ...
-    def __getitem__(self, index: int | slice) -> Event | list[Event]:
-        if isinstance(index, slice):
-            return [self._event(i) for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError("event index out of range")
-        return self._event(index)
-
-    def __iter__(self) -> Iterator[Event]:
-        for seq in range(len(self)):
-            yield self._event(seq)
 
     def __repr__(self) -> str:
         return f"LogEvents({len(self)} events of {self._path})"
@@ -338,7 +347,11 @@ class LogEvents(_ListLike, Sequence[Event]):
         """Event `seq` as parsed, not frozen: cheaper when only some fields are read.
         (An integral float `surfaceOp` endpoint stays a float here.)"""
         record = self._record(seq)
-        return self._event(seq) if self._records.codes[record] == _ROW else self._parse(record)
+        return self._item(seq) if self._records.codes[record] == _ROW else self._parse(record)
+
+    def lookup(self, seq: int) -> Mapping[str, Any] | None:
+        """`raw(seq)`, or None outside the log: the planner's lookup, which reads data."""
+        return self.raw(seq) if 0 <= seq < len(self) else None
 
     def surface_seqs(self) -> list[int]:
         """The seqs of the surface-type events, in order."""
@@ -371,12 +384,13 @@ class LogEvents(_ListLike, Sequence[Event]):
 
 
 def _as_int(value: Any) -> int | None:
-    return None if value is UNSET else value if type(value) is int and (
-        -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER) else as_int(value)
+    return None if value is UNSET else as_int(value)
 
 
-class LineNumbers(_ListLike, Sequence[int]):
+class LineNumbers(_LazySequence[int]):
     """The physical line (header = 1) of each event."""
+
+    _what = "event"
 
     def __init__(self, first_seq: list[int]) -> None:
         self._first_seq = first_seq
@@ -384,26 +398,15 @@ class LineNumbers(_ListLike, Sequence[int]):
     def __len__(self) -> int:
         return self._first_seq[-1]
 
-    def _line(self, seq: int) -> int:
-        if seq < 0:
-            seq += len(self)
-        if not 0 <= seq < len(self):
-            raise IndexError("event index out of range")
+    def _item(self, seq: int) -> int:
         return bisect_right(self._first_seq, seq) + 1
 
-    @overload
-    def __getitem__(self, index: int) -> int: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[int]: ...
-    def __getitem__(self, index: int | slice) -> int | list[int]:
-        if isinstance(index, slice):
-            return [self._line(i) for i in range(*index.indices(len(self)))]
-        return self._line(index)
 
-
-class PlanList(_ListLike, Sequence[Plan]):
+class PlanList(_LazySequence[Plan]):
     """The plan each event committed, made on demand: a kind per event, and the replaces
     whole."""
+
+    _what = "plan"
 
     def __init__(self, kinds: bytearray, replaces: dict[int, Plan]) -> None:
         self.kinds = kinds
@@ -412,27 +415,9 @@ class PlanList(_ListLike, Sequence[Plan]):
     def __len__(self) -> int:
         return len(self.kinds)
 
-    def _plan(self, seq: int) -> Plan:
+    def _item(self, seq: int) -> Plan:
         kind = self.kinds[seq]
         return self.replaces[seq] if kind == REPLACE else Plan(seq, kind)
-
-    @overload
-    def __getitem__(self, index: int) -> Plan: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Plan]: ...
-    def __getitem__(self, index: int | slice) -> Plan | list[Plan]:
-        if isinstance(index, slice):
-            return [self._plan(i) for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError("plan index out of range")
-        return self._plan(index)
-
-    def __iter__(self) -> Iterator[Plan]:
-        replaces = self.replaces
-        for seq, kind in enumerate(self.kinds):
-            yield replaces[seq] if kind == REPLACE else Plan(seq, kind)
 
 
 # -- the reader ---------------------------------------------------------------------------
@@ -609,9 +594,9 @@ def _fast_check(data: bytes, path: str, header_end: int,
             return None
     except TypeError:
         return None
+    legacy = event_codes.translate(_IS_LEGACY)
     if not all(_current(TYPE_NAMES[code], data) for code, data in zip(
-            compress(event_codes, event_codes.translate(_IS_LEGACY)),
-            compress(datas, event_codes.translate(_IS_LEGACY)), strict=True)
+            compress(event_codes, legacy), compress(datas, legacy), strict=True)
             if data is not None):
         return None
     surface = list(compress(count(), codes.translate(_IS_SURFACE)))
@@ -627,9 +612,7 @@ def _fast_check(data: bytes, path: str, header_end: int,
     closers = _closers(log, codes, first_seq, list(nodes))
     if closers is None:
         return None
-    if closers:
-        note("open-turn", f"the final turn is open: repair would append {len(closers)} "
-             f"closer(s) ({', '.join(c['type'] for c in closers)})", seq=closers[0]["seq"])
+    note_open_turn(note, closers)
     return log, PlanList(kinds, replaces), FoldResult(nodes, replacements), closers
 
 
@@ -656,12 +639,6 @@ def _fold(log: LogEvents, surface: list[tuple[int, Any]], first_seq: list[int]
     replacements: list[Replacement] = []
     nodes: list[int] = []
 
-    def lookup(s: int) -> Event | None:  # only step 7 asks, for data: no need to freeze
-        if not 0 <= s < len(log):
-            return None
-        record = log._record(s)
-        return log[s] if log._records.codes[record] == _ROW else log._parse(record)
-
     for k, r in surface:
         seq = first_seq[k]
         kind = TYPE_NAMES[_EVENT_CLASSES[r.__class__]]
@@ -682,7 +659,7 @@ def _fold(log: LogEvents, surface: list[tuple[int, Any]], first_seq: list[int]
             if sources is not UNSET:
                 candidate["sourceEventSeqs"] = sources
         try:
-            plan = plan_event(nodes, candidate, seq=seq, lookup=lookup, full=False)
+            plan = plan_event(nodes, candidate, seq=seq, lookup=log.lookup, full=False)
         except AdmissionError:
             return None
         if plan.kind == REPLACE:
@@ -701,13 +678,9 @@ def _closers(log: LogEvents, codes: bytes, first_seq: list[int], nodes: list[int
     if last < 0 or codes[last] == _TURN_END:
         return []
     closers = interrupted_turn_closers(log[first_seq[last]:])
-
-    def lookup(s: int) -> Event | None:
-        return log[s] if 0 <= s < len(log) else None
-
     for closer in closers:
         try:
-            plan = plan_event(nodes, closer, seq=closer["seq"], lookup=lookup)
+            plan = plan_event(nodes, closer, seq=closer["seq"], lookup=log.lookup)
         except AdmissionError:
             return None
         nodes = apply_plan(nodes, plan)

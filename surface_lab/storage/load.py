@@ -19,7 +19,8 @@ from ..session import Session
 from ..surface import FoldResult
 from .base import Problem, Scan, Store
 
-__all__ = ["CheckedLog", "check_header_line", "check_log", "load_for_resume", "resume_session"]
+__all__ = ["CheckedLog", "check_header_line", "check_log", "load_for_resume", "note_open_turn",
+           "resume_session"]
 
 
 @dataclass
@@ -60,6 +61,13 @@ def check_header_line(scan: Scan, *, resume: bool, note: Callable[..., None]) ->
         note("header-legacy", "the header has no delegationDepth (an older dsh log); "
              "read as 0", line=1)
     return header
+
+
+def note_open_turn(note: Callable[..., None], closers: list[Event]) -> None:
+    """The `open-turn` note, when repair would append closers."""
+    if closers:
+        note("open-turn", f"the final turn is open: repair would append {len(closers)} "
+             f"closer(s) ({', '.join(c['type'] for c in closers)})", seq=closers[0]["seq"])
 
 
 def check_log(scan: Scan, *, resume: bool = False) -> CheckedLog:
@@ -116,10 +124,7 @@ def check_log(scan: Scan, *, resume: bool = False) -> CheckedLog:
                                          and project_message(e) is not None])
         return checked
     checked.closers = interrupted_turn_closers(events)
-    if checked.closers:
-        note("open-turn", f"the final turn is open: repair would append "
-             f"{len(checked.closers)} closer(s) ({', '.join(c['type'] for c in checked.closers)})",
-             seq=checked.closers[0]["seq"])
+    note_open_turn(note, checked.closers)
     try:
         checked.session = Session(header["id"], seed=[*events, *checked.closers], header=header)
     except AdmissionError as err:
