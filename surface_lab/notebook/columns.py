@@ -9,8 +9,7 @@ import pandas as pd
 
 from ..events import KNOWN_TYPES
 
-__all__ = ["SCHEMAS", "Column", "empty_frame", "frame_from_arrays", "frame_from_columns",
-           "schema_table"]
+__all__ = ["SCHEMAS", "Column", "empty_frame", "frame_from_columns", "schema_table"]
 
 TYPES = sorted(KNOWN_TYPES)
 ROLES = ["system", "user", "assistant"]
@@ -123,33 +122,21 @@ def _with_extra_categories(dtype: Any, values: pd.Series) -> Any:
     return dtype
 
 
-def frame_from_columns(name: str, data: dict[str, list[Any]]) -> pd.DataFrame:
-    """A frame of schema `name` from column lists, every dtype as documented."""
+def frame_from_columns(name: str, data: dict[str, Any]) -> pd.DataFrame:
+    """A frame of schema `name`, every dtype as documented, from columns given as lists
+    (values of any kind) or as arrays already typed (kept as they are, so nothing is
+    converted value by value)."""
     out: dict[str, Any] = {}
     for column in SCHEMAS[name]:
+        values = data.get(column.name, [])
         if column.dtype == TS:
-            millis = pd.Series(data.get(column.name, []), dtype="int64")
+            millis = pd.Series(values, dtype="int64")
             out[column.name] = pd.to_datetime(millis, unit="ms", utc=True).astype(TS)
             continue
-        values = pd.Series(data.get(column.name, []), dtype=OBJ)
-        dtype: Any = _with_extra_categories(column.dtype, values)
-        out[column.name] = values if column.dtype == OBJ else values.astype(dtype)
-    return pd.DataFrame(out)
-
-
-def frame_from_arrays(name: str, data: dict[str, Any]) -> pd.DataFrame:
-    """A frame of schema `name` from columns already typed (numpy or pandas arrays);
-    the documented dtype is applied to each, which costs nothing when it is already so."""
-    out: dict[str, Any] = {}
-    for column in SCHEMAS[name]:
-        values = data[column.name]
-        if column.dtype == TS:
-            out[column.name] = pd.to_datetime(values, unit="ms", utc=True).astype(TS)
-        elif column.dtype == OBJ:
-            out[column.name] = pd.Series(values, dtype=OBJ)
-        else:
-            dtype: Any = column.dtype
-            out[column.name] = pd.Series(values).astype(dtype)
+        series = pd.Series(values, dtype=OBJ) if isinstance(values, list) else pd.Series(values)
+        dtype: Any = (_with_extra_categories(column.dtype, series) if series.dtype == OBJ
+                      else column.dtype)
+        out[column.name] = series if column.dtype == OBJ else series.astype(dtype)
     return pd.DataFrame(out, copy=False)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -18,7 +18,7 @@ from ..messages import estimate_tokens, message_text, project_message
 from ..storage.base import Problem
 from ..storage.fast import TYPE_NAMES, LogEvents
 from ..surface import REPLACE, apply_plan
-from .columns import OPS, ROLES, STATES, empty_frame, frame_from_arrays, frame_from_columns
+from .columns import OPS, ROLES, STATES, empty_frame, frame_from_columns
 from .source import LogData, load_source
 
 __all__ = [
@@ -80,9 +80,33 @@ def events_df(source: Any, *, strict: bool = True, progress: bool = True) -> Any
     sizes (see `schema_table()`)."""
     log = load_source(source, strict=strict, progress=progress)
     if isinstance(log.events, LogEvents):
-        return _finish(frame_from_arrays("events", _event_arrays(log, log.events)), log,
+        return _finish(frame_from_columns("events", _event_arrays(log, log.events)), log,
                        strict)
     return _finish(frame_from_columns("events", event_columns(log)), log, strict)
+
+
+class _SurfaceFields(NamedTuple):
+    op: str | None
+    start: Any
+    end: Any
+    sources: list[Any] | None
+    role: Any
+    message_id: str | None
+    text: str | None
+    chars: int | None
+    tokens: int | None
+
+
+def _surface_fields(event: Event) -> _SurfaceFields:
+    """The `events_df` fields of an event that only surface events fill."""
+    op, cited = event.get("surfaceOp"), event.get("sourceEventSeqs")
+    start, end = (op.get("start"), op.get("end")) if isinstance(op, Mapping) else (None, None)
+    role, mid, text, chars, tokens = _message_fields(event)
+    return _SurfaceFields(
+        "append" if op == "append" else "replace" if isinstance(op, Mapping) else None,
+        start, end, list(cited) if isinstance(cited, list) else None, role,
+        mid if isinstance(mid, str) else None, text[:PREVIEW] if text is not None else None,
+        chars, tokens)
 
 
 def _nullable(values: Sequence[int | None]) -> pd.arrays.IntegerArray:
@@ -123,21 +147,13 @@ def _event_arrays(log: LogData, events: LogEvents) -> dict[str, Any]:
     is_message = np.zeros(n, dtype=bool)
     role_codes = {role: k for k, role in enumerate(ROLES)}
     for seq in events.surface_seqs():
-        event = events.raw(seq)
-        op = event.get("surfaceOp")
-        if op == "append":
-            ops[seq] = 0
-        elif isinstance(op, Mapping):
-            ops[seq] = 1
-            starts[seq], ends[seq] = as_int(op.get("start")), as_int(op.get("end"))
-            has_range[seq] = True
-        cited = event.get("sourceEventSeqs")
-        sources[seq] = list(cited) if isinstance(cited, list) else None
-        role, mid, text, n_chars, n_tokens = _message_fields(event)
-        roles[seq] = role_codes.get(role, -1)
-        mids[seq] = mid if isinstance(mid, str) else None
-        texts[seq] = text[:PREVIEW] if text is not None else None
-        chars[seq], tokens[seq], is_message[seq] = n_chars, n_tokens, True
+        f = _surface_fields(events.raw(seq))
+        ops[seq] = OPS.index(f.op) if f.op is not None else -1
+        if f.start is not None and f.end is not None:
+            starts[seq], ends[seq], has_range[seq] = f.start, f.end, True
+        sources[seq], roles[seq] = f.sources, role_codes.get(f.role, -1)
+        mids[seq], texts[seq] = f.message_id, f.text
+        chars[seq], tokens[seq], is_message[seq] = f.chars, f.tokens, True
     on_surface = np.zeros(n, dtype=bool)
     on_surface[np.array(log.fold.nodes, dtype="int64")] = True
     shadowed_by = np.zeros(n, dtype="int64")
@@ -181,9 +197,7 @@ def event_columns(log: LogData) -> dict[str, list[Any]]:
         "message_id", "text", "chars", "tokens", "data_bytes")}
     for event in log.events:
         seq, data = event["seq"], event.get("data")
-        op = event.get("surfaceOp")
-        role, mid, text, chars, tokens = _message_fields(event)
-        sources = event.get("sourceEventSeqs")
+        f = _surface_fields(event)
         cols["seq"].append(seq)
         cols["type"].append(event["type"])
         cols["time"].append(event["time"])
@@ -191,18 +205,17 @@ def event_columns(log: LogData) -> dict[str, list[Any]]:
         cols["turn"].append(_int_field(data, "turn"))
         cols["step"].append(_int_field(data, "step"))
         cols["line"].append(log.lines[seq] if seq < len(log.lines) else None)
-        cols["surface_op"].append("append" if op == "append" else
-                                  "replace" if isinstance(op, Mapping) else None)
-        cols["replace_start"].append(op.get("start") if isinstance(op, Mapping) else None)
-        cols["replace_end"].append(op.get("end") if isinstance(op, Mapping) else None)
-        cols["source_event_seqs"].append(list(sources) if isinstance(sources, list) else None)
+        cols["surface_op"].append(f.op)
+        cols["replace_start"].append(f.start)
+        cols["replace_end"].append(f.end)
+        cols["source_event_seqs"].append(f.sources)
         cols["on_surface"].append(seq in on_surface)
         cols["shadowed_by"].append(shadowed_by.get(seq))
-        cols["role"].append(role)
-        cols["message_id"].append(mid if isinstance(mid, str) else None)
-        cols["text"].append(text[:PREVIEW] if text is not None else None)
-        cols["chars"].append(chars)
-        cols["tokens"].append(tokens)
+        cols["role"].append(f.role)
+        cols["message_id"].append(f.message_id)
+        cols["text"].append(f.text)
+        cols["chars"].append(f.chars)
+        cols["tokens"].append(f.tokens)
         cols["data_bytes"].append(len(dumps(data)))
     return cols
 
