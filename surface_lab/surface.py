@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any, NamedTuple, overload
+from typing import Any, NamedTuple
 
 from .errors import AdmissionError
 from .events import (
@@ -23,6 +23,7 @@ from .events import (
     freeze_event,
 )
 from .jsonvalue import as_int, json_equal
+from .views import ReadOnlySequence
 
 __all__ = [
     "APPEND",
@@ -64,6 +65,12 @@ class Replacement:
     start: int
     end: int
     shadowed_seqs: list[int]
+
+    @classmethod
+    def of(cls, plan: Plan) -> Replacement:
+        """The replacement a REPLACE plan commits."""
+        shadowed = list(plan.shadowed)
+        return cls(plan.seq, shadowed[0], shadowed[-1], shadowed)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -273,13 +280,12 @@ def fold_surface(events: Sequence[Mapping[str, Any]], *, base: int = 0) -> FoldR
                                  code="envelope-invalid", seq=base + k)
         plan = plan_event(nodes, event, seq=base + k, lookup=lookup, full=False)
         if plan.kind == REPLACE:
-            shadowed = list(plan.shadowed)
-            replacements.append(Replacement(plan.seq, shadowed[0], shadowed[-1], shadowed))
+            replacements.append(Replacement.of(plan))
         nodes = apply_plan(nodes, plan)
     return FoldResult(nodes, replacements)
 
 
-class NodesView(Sequence[int]):
+class NodesView(ReadOnlySequence[int]):
     """A read-only snapshot of the surface nodes, made in O(1).
 
     It shares the manager's list: appends only extend that list past this view's length,
@@ -287,6 +293,7 @@ class NodesView(Sequence[int]):
     """
 
     __slots__ = ("_len", "_list")
+    _what = "surface node"
 
     def __init__(self, nodes: list[int], length: int) -> None:
         self._list = nodes
@@ -295,28 +302,11 @@ class NodesView(Sequence[int]):
     def __len__(self) -> int:
         return self._len
 
-    @overload
-    def __getitem__(self, index: int) -> int: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[int]: ...
-    def __getitem__(self, index: int | slice) -> int | list[int]:
-        if isinstance(index, slice):
-            return self._list[: self._len][index]
-        if index < 0:
-            index += self._len
-        if not 0 <= index < self._len:
-            raise IndexError("surface node index out of range")
+    def _item(self, index: int) -> int:
         return self._list[index]
 
     def __iter__(self) -> Iterator[int]:
         return islice(self._list, self._len)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (NodesView, list, tuple)):
-            return len(other) == self._len and all(a == b for a, b in zip(self, other, strict=True))
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]  # equal to lists, so unhashable like them
 
     def __repr__(self) -> str:
         return f"NodesView({list(self)})"
@@ -386,6 +376,4 @@ class IncrementalSurface:
         self._view = None
         if plan.kind == REPLACE:
             self._generation += 1
-            shadowed = list(plan.shadowed)
-            self._replacements.append(Replacement(plan.seq, shadowed[0], shadowed[-1],
-                                                  shadowed))
+            self._replacements.append(Replacement.of(plan))

@@ -57,8 +57,7 @@ class LogData:
         replacements = []
         for plan in self.plans:
             if plan.kind == REPLACE:
-                shadowed = list(plan.shadowed)
-                replacements.append(Replacement(plan.seq, shadowed[0], shadowed[-1], shadowed))
+                replacements.append(Replacement.of(plan))
             nodes = apply_plan(nodes, plan)
         return FoldResult(nodes, replacements)
 

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import reduce
 from itertools import accumulate, chain, compress, count, pairwise, repeat
-from typing import Any, TypeVar, cast, overload
+from typing import Any, cast
 
 import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
@@ -50,12 +50,11 @@ from ..surface import (
     apply_plan,
     plan_event,
 )
+from ..views import ReadOnlySequence
 from .jsonl import MAX_LINE_BYTES, _BadLine, _parse
 from .load import note_open_turn
 
 __all__ = ["TYPE_NAMES", "LogEvents", "PlanList", "fast_check"]
-
-T = TypeVar("T")
 
 # Every type the fast reader takes, in the order of the frames' categories.
 TYPE_NAMES: tuple[str, ...] = tuple(sorted(KNOWN_TYPES))
@@ -186,43 +185,6 @@ _DECODER = msgspec.json.Decoder(reduce(operator.or_, [*_EVENT_CLASSES, *_ROW_CLA
 # -- events kept packed in the file's bytes ----------------------------------------------
 
 
-class _LazySequence(Sequence[T]):
-    """A read-only sequence whose items are made on demand by `_item`; equal to a list
-    or tuple with the same items, like the list it stands for."""
-
-    _what = "item"
-
-    def __len__(self) -> int:
-        raise NotImplementedError
-
-    def _item(self, index: int) -> T:
-        raise NotImplementedError
-
-    @overload
-    def __getitem__(self, index: int) -> T: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[T]: ...
-    def __getitem__(self, index: int | slice) -> T | list[T]:
-        if isinstance(index, slice):
-            return [self._item(i) for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(f"{self._what} index out of range")
-        return self._item(index)
-
-    def __iter__(self) -> Iterator[T]:
-        return map(self._item, range(len(self)))
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (list, tuple, _LazySequence)):
-            return len(self) == len(other) and all(
-                a == b for a, b in zip(self, other, strict=True))
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]  # equal to lists, so unhashable like them
-
-
 @dataclass(slots=True)
 class _Records:
     """What the reader keeps of each line: its type code (ROW for a packed row), its first
@@ -242,7 +204,7 @@ class _Records:
         return [next(rows) if code == _ROW else next(events) for code in self.codes]
 
 
-class LogEvents(_LazySequence[Event]):
+class LogEvents(ReadOnlySequence[Event]):
     """The logical events of a log read by the fast reader: a read-only sequence whose
     events are parsed from the file's bytes when asked for (a packed row is expanded
     whole and the last few kept). Envelope columns need no parsing: `type_codes` (into
@@ -387,7 +349,7 @@ def _as_int(value: Any) -> int | None:
     return None if value is UNSET else as_int(value)
 
 
-class LineNumbers(_LazySequence[int]):
+class LineNumbers(ReadOnlySequence[int]):
     """The physical line (header = 1) of each event."""
 
     _what = "event"
@@ -402,7 +364,7 @@ class LineNumbers(_LazySequence[int]):
         return bisect_right(self._first_seq, seq) + 1
 
 
-class PlanList(_LazySequence[Plan]):
+class PlanList(ReadOnlySequence[Plan]):
     """The plan each event committed, made on demand: a kind per event, and the replaces
     whole."""
 
@@ -663,8 +625,7 @@ def _fold(log: LogEvents, surface: list[tuple[int, Any]], first_seq: list[int]
         except AdmissionError:
             return None
         if plan.kind == REPLACE:
-            shadowed = list(plan.shadowed)
-            replacements.append(Replacement(seq, shadowed[0], shadowed[-1], shadowed))
+            replacements.append(Replacement.of(plan))
             replaces[seq] = plan
         kinds[seq] = plan.kind
         nodes = apply_plan(nodes, plan)
