@@ -165,15 +165,26 @@ def thaw(value: Any) -> Any:
 
 def json_equal(a: Any, b: Any) -> bool:
     """JSON equality (SPEC 4.1 step 7): unordered object keys, ordered arrays, numbers by
-    value, and a boolean never equal to a number."""
+    value, and a boolean never equal to a number. The same compact text is the same
+    value, so equal encodings answer at once; only different ones are compared
+    member by member (keys in another order, 1 and 1.0)."""
+    try:
+        if dumps(a) == dumps(b):
+            return True
+    except (TypeError, ValueError):  # not JSON: the walk below says how it differs
+        pass
+    return _json_equal(a, b)
+
+
+def _json_equal(a: Any, b: Any) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return a == b
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(json_equal(v, b[k]) for k, v in a.items())
+        return a.keys() == b.keys() and all(_json_equal(v, b[k]) for k, v in a.items())
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, str) and isinstance(b, str):
         return a == b
     return a is None and b is None

@@ -14,6 +14,7 @@ from surface_lab.errors import CorruptLogError, SurfaceLabError
 from surface_lab.notebook import events_df
 from surface_lab.notebook.frames import event_columns
 from surface_lab.notebook.source import load_source
+from surface_lab.storage import fast
 from surface_lab.storage.fast import LogEvents
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"
@@ -37,8 +38,20 @@ def _agree(path: Path) -> bool:
     return fast[0] == "read" and isinstance(read_log(path).events, LogEvents)
 
 
+@pytest.fixture(params=["stretches", "line by line", "counted depth"])
+def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The fast reader as it runs (a few MB at a time, nesting bounded by the recursion
+    limit), one line per stretch, and with the depth found by counting brackets (as on
+    an interpreter that counts C recursion apart, where the probe does not fail)."""
+    if request.param == "line by line":
+        monkeypatch.setattr(fast, "_STRETCH_BYTES", 1)
+    if request.param == "counted depth":
+        monkeypatch.setattr(fast, "_TOO_DEEP", b"[]")
+    return str(request.param)
+
+
 @pytest.mark.parametrize("name", GOOD)
-def test_every_valid_sample_is_read_fast_and_the_same(name: str) -> None:
+def test_every_valid_sample_is_read_fast_and_the_same(name: str, reader: str) -> None:
     assert _agree(SAMPLES / f"{name}.jsonl")
 
 
@@ -87,9 +100,20 @@ def _write(tmp_path: Path, lines: list[bytes], name: str = "s.jsonl") -> Path:
     (b'{"type":"turn/start"', b'{"ignorable":true,"type":"turn/start"'),
     (b'"texts":["', b'"texts":[1,"'),
     (b'"dt":[', b'"dt":[9007199254740993,'),
+    (b'"dt":[', b'"dt":[-1,'),  # a negative gap: the full pipeline decides
+    (b'"sourceEventSeqs":[', b'"sourceEventSeqs":[999999,'),  # not earlier
+    (b'"sourceEventSeqs":[', b'"sourceEventSeqs":[0,'),  # cites seq 0 out of order
+    (b'"sourceEventSeqs":[', b'"sourceEventSeqs":[0,0,'),  # and twice
+    (b'"sourceEventSeqs":[', b'"sourceEventSeqs":[-1,'),
+    (b'"sourceEventSeqs":[', b'"sourceEventSeqs":[1.0,'),
+    (b'"toolCallId":"', b'"toolCallId":"x'),  # answers another call
+    (b',"data":{', b',"data":\n{'),  # a record over two lines
+    (b',"data":{', b'} {"data":{'),  # two values on one line
+    (b'{"type":', b' {"type":'),
+    (b'}\n', b'}\r\n'),
 ])
 def test_a_change_to_any_line_gets_the_same_answer_from_both(
-        tmp_path: Path, old: bytes, new: bytes) -> None:
+        tmp_path: Path, old: bytes, new: bytes, reader: str) -> None:
     for name in ("long-compaction", "pruned-tool-results", "tools-parallel"):
         lines = _lines(name)
         hits = [i for i, line in enumerate(lines) if i and old in line]
@@ -117,6 +141,31 @@ def test_dropping_or_repeating_lines_gets_the_same_answer(tmp_path: Path) -> Non
     _agree(_write(tmp_path, [*lines, b"\n"]))  # an empty last line
     _agree(_write(tmp_path, [*lines[:-1], lines[-1].rstrip(b"\n")]))  # a torn tail
     _agree(_write(tmp_path, [*lines[:3], b"   \n", *lines[3:]]))
+
+
+def test_records_must_match_lines_one_to_one(tmp_path: Path, reader: str) -> None:
+    """Two records joined on one line, and one record split over two lines (elsewhere,
+    so the counts still agree): each line must hold exactly one record."""
+    lines = _lines("long-compaction")
+    joined = [*lines[:3], lines[3].rstrip(b"\n") + b" " + lines[4], *lines[5:]]
+    assert not _agree(_write(tmp_path, joined))
+    split = joined[9].replace(b',"data":{', b',"data":\n{', 1)
+    assert split != joined[9]
+    assert not _agree(_write(tmp_path, [*joined[:9], split, *joined[10:]]))
+    assert not _agree(_write(tmp_path, [*lines[:9], split, *lines[10:]]))
+
+
+def test_sources_that_do_not_rise_are_checked_one_list_at_a_time(
+        tmp_path: Path, reader: str) -> None:
+    lines = _lines("long-compaction")
+    i = next(i for i, line in enumerate(lines) if b'"sourceEventSeqs":[4,5,6' in line)
+    lines[i] = lines[i].replace(b"[4,5,6,", b"[6,5,4,", 1)  # distinct, before the event
+    assert _agree(_write(tmp_path, lines))
+    lines[i] = lines[i].replace(b"[6,5,4,", b"[6,5,6,", 1)
+    assert not _agree(_write(tmp_path, lines))
+    with pytest.raises(CorruptLogError) as err:
+        read_log(_write(tmp_path, lines))
+    assert err.value.line == i + 1
 
 
 def test_a_number_too_large_for_a_double_in_skipped_text_is_named_when_read(

@@ -24,16 +24,18 @@ from __future__ import annotations
 
 import gc
 import operator
+import sys
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import reduce
-from itertools import accumulate, chain, compress, count, pairwise, repeat
-from typing import Any, cast
+from itertools import accumulate, chain, compress, count, islice, pairwise, repeat
+from types import FrameType
+from typing import Annotated, Any, Literal, cast
 
 import msgspec
-from msgspec import UNSET, Raw, Struct, UnsetType
+from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 
 from ..chunks import expand_row
 from ..errors import AdmissionError, CorruptLogError
@@ -61,6 +63,7 @@ TYPE_NAMES: tuple[str, ...] = tuple(sorted(KNOWN_TYPES))
 _CODE = {name: code for code, name in enumerate(TYPE_NAMES)}
 _CHUNK = _CODE["assistant/chunk"]
 _TURN_START, _TURN_END = _CODE["turn/start"], _CODE["turn/end"]
+_ASSISTANT, _TOOL_RESULT = _CODE["assistant/message"], _CODE["tool/result"]
 # Deeper than this goes to the full pipeline (whose `freeze` refuses past MAX_DEPTH 400);
 # only a line with this many brackets can be, and only those are parsed to see.
 _MAX_DEPTH = 300
@@ -70,63 +73,106 @@ _ROW = 255  # the code of a packed row's line
 
 
 # -- the typed records --------------------------------------------------------------------
+#
+# The check pass decodes every line into one of these: the envelope, and of the data only
+# what a rule reads. Constraints msgspec can state (safe integers, non-empty names, the
+# message roles and source kinds, no field a type may not carry) are stated here, so a
+# line that breaks one fails the decode and the full pipeline names the problem.
+
+_SAFE = Annotated[int, Meta(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)]
+_SEQ = Annotated[int, Meta(ge=0, le=MAX_SAFE_INTEGER)]
+_NAME = Annotated[str, Meta(min_length=1)]
+# The gaps of a packed row's member times, taken here only in [0, 2**31): then a member
+# time is safe whenever `time0 + members * 2**31` is (other gaps go to the full pipeline).
+_GAP_LIMIT = 1 << 31
+_GAP = Annotated[int, Meta(ge=0, lt=_GAP_LIMIT)]
 
 
-class _Probe(Struct):
-    """The data fields the frames read; the rest is skipped."""
-
-    turn: Any = UNSET
-    step: Any = UNSET
+class _Object(Struct):
+    """Any JSON object: its fields are skipped (their syntax still checked)."""
 
 
-class _TurnStart(_Probe):
+class _TurnStart(Struct):
     trigger: Any = UNSET  # a legacy field (SPEC 7.3 step 2)
 
 
-class _TurnEnd(_Probe):
+class _TurnEnd(Struct):
     reason: Any = UNSET
 
 
-class _RequestHeader(_Probe):
+class _RequestHeader(Struct):
     reason: Any = UNSET  # "fallback" is retired
 
 
-class _Message(_Probe, kw_only=True):
-    id: Any = UNSET
-    role: Any = UNSET
-    source: Any = UNSET
+class _Source(Struct):
+    kind: _NAME
+
+
+class _ModelSource(Struct):
+    kind: Literal["model"]
+    provider: _NAME
+    model: _NAME
+
+
+class _ToolSource(Struct):
+    kind: Literal["tool"]
+    callId: str
+
+
+class _Message(Struct):
+    """The data of a user/message or context/message (SPEC 5.1)."""
+
+    id: _NAME
+    role: Literal["user"]
+    source: _Source
+    content: list[Raw]
+
+
+class _AssistantMessage(Struct):
+    id: _NAME
+    role: Literal["assistant"]
+    source: _ModelSource
     content: list[Raw]
 
 
 class _ToolBlock(Struct):
-    type: Any = UNSET
-    content: Raw = Raw()
-    toolCallId: Any = UNSET
+    type: Literal["tool-result"]
+    content: list[Raw]
+    toolCallId: str
 
 
-class _ToolMessage(_Message, kw_only=True):
-    content: list[_ToolBlock]  # type: ignore[assignment]  # narrower than a message's
+class _ToolMessage(Struct):
+    id: _NAME
+    role: Literal["user"]
+    source: _ToolSource
+    content: Annotated[list[_ToolBlock], Meta(min_length=1, max_length=1)]
 
 
-class _AssistantData(_Probe, kw_only=True):
-    message: _Message
+class _AssistantData(Struct):
+    message: _AssistantMessage
 
 
-class _ToolResultData(_Probe, kw_only=True):
+class _ToolResultData(Struct):
     message: _ToolMessage
 
 
+class _Replace(Struct, forbid_unknown_fields=True):
+    op: Literal["replace"]
+    start: _SEQ
+    end: _SEQ
+
+
 class _TextRow(Struct, forbid_unknown_fields=True):
-    turn: int
-    step: int
-    index: int
-    dt: list[int]
-    items: list[str] = msgspec.field(name="texts")
+    turn: _SAFE
+    step: _SAFE
+    index: _SAFE
+    dt: list[_GAP]
+    items: Annotated[list[str], Meta(min_length=1)] = msgspec.field(name="texts")
 
 
 class _ToolRow(_TextRow, forbid_unknown_fields=True, kw_only=True):
     id: str
-    items: list[str] = msgspec.field(name="args")
+    items: Annotated[list[str], Meta(min_length=1)] = msgspec.field(name="args")
     name: str | UnsetType = UNSET
 
 
@@ -142,26 +188,65 @@ _DATA_OF_TYPE: dict[str, Any] = {
 
 
 def _event_struct(name: str) -> type[Struct]:
-    # Only integers in sourceEventSeqs (an integral float goes to the full pipeline).
+    """A line of type `name`; its class attribute `code` is the type's index."""
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = [
-        ("seq", int), ("time", int), ("data", _DATA_OF_TYPE.get(name, _Probe | None)),
-        ("surfaceOp", Any, UNSET), ("sourceEventSeqs", list[int] | UnsetType, UNSET),
-        ("ignorable", Any, UNSET)]
+        ("seq", int), ("time", _SAFE), ("data", _DATA_OF_TYPE.get(name, _Object | None))]
+    if name in SURFACE_SET:  # only integers in sourceEventSeqs (no integral floats)
+        fields += [("surfaceOp", Literal["append"] | _Replace),
+                   ("sourceEventSeqs", list[_SEQ] | UnsetType, UNSET)]
+    fields.append(("ignorable", Literal[True] | UnsetType, UNSET))
     return msgspec.defstruct(f"Event_{_CODE[name]}", fields, tag_field="type", tag=name,
-                             forbid_unknown_fields=True)
+                             forbid_unknown_fields=True, namespace={"code": _CODE[name]})
 
 
 def _row_struct(tag: str) -> type[Struct]:
+    """A packed row, its seq0 and time0 under the names of an event's seq and time."""
     data = _ToolRow if tag == "tool-call-chunks" else _TextRow
     return msgspec.defstruct(f"Row_{tag.replace('-', '_')}", [
-        ("seq0", int), ("time0", int), ("data", data)], tag_field="type", tag=tag,
-        forbid_unknown_fields=True)
+        ("seq", int, msgspec.field(name="seq0")), ("time", _SAFE, msgspec.field(name="time0")),
+        ("data", data)], tag_field="type", tag=tag, forbid_unknown_fields=True,
+        namespace={"code": _ROW})
 
 
-_EVENT_CLASSES: dict[type[Struct], int] = {_event_struct(name): _CODE[name]
-                                            for name in TYPE_NAMES}
-_ROW_DELTA = {_row_struct(tag): tag.replace("-chunks", "-delta") for tag in sorted(ROW_TAGS)}
-_ROW_CLASSES = frozenset(_ROW_DELTA)
+_DECODER = msgspec.json.Decoder(reduce(operator.or_, [
+    *map(_event_struct, TYPE_NAMES), *map(_row_struct, sorted(ROW_TAGS))]))
+
+
+# The column pass (run when a frame first asks): each line's time, its data's turn and
+# step, and a row's fields, nothing checked again.
+
+
+class _Probe(Struct):
+    turn: Any = UNSET
+    step: Any = UNSET
+
+
+class _ColumnRow(Struct):
+    turn: int
+    step: int
+    index: int
+    dt: list[int]
+    items: list[str] = msgspec.field(name="texts")
+
+
+class _ColumnToolRow(_ColumnRow, kw_only=True):
+    id: str
+    items: list[str] = msgspec.field(name="args")
+    name: str | UnsetType = UNSET
+
+
+def _column_struct(tag: str) -> type[Struct]:
+    if tag in ROW_TAGS:
+        data = _ColumnToolRow if tag == "tool-call-chunks" else _ColumnRow
+        return msgspec.defstruct(f"Column_{tag.replace('-', '_')}", [
+            ("time", int, msgspec.field(name="time0")), ("data", data)], tag_field="type",
+            tag=tag, namespace={"delta": tag.replace("-chunks", "-delta")})
+    return msgspec.defstruct(f"Column_{_CODE[tag]}", [("time", int), ("data", _Probe | None)],
+                             tag_field="type", tag=tag)
+
+
+_COLUMN_DECODER = msgspec.json.Decoder(reduce(operator.or_, map(
+    _column_struct, [*TYPE_NAMES, *sorted(ROW_TAGS)])))
 _SURFACE_CODES = frozenset(_CODE[name] for name in SURFACE_SET)
 _LEGACY_CODES = frozenset(_CODE[name] for name in ("turn/start", "turn/end", "request/header"))
 
@@ -172,14 +257,12 @@ def _mask(codes: frozenset[int]) -> bytes:
 
 
 _IS_ROW = _mask(frozenset({_ROW}))
-_IS_EVENT = _mask(frozenset(range(len(TYPE_NAMES))))
+_NOT = bytes((1, 0)) + bytes(254)  # turns a 0/1 mask over
 _IS_SURFACE = _mask(_SURFACE_CODES)
-_IS_LOG_ONLY = _mask(frozenset(range(len(TYPE_NAMES))) - _SURFACE_CODES)
 _IS_LEGACY = _mask(_LEGACY_CODES)
-_ENVELOPE = operator.attrgetter("seq", "time", "ignorable", "surfaceOp", "sourceEventSeqs",
-                                "data")
-_DATA_IS_MESSAGE = frozenset({"user/message", "context/message"})
-_DECODER = msgspec.json.Decoder(reduce(operator.or_, [*_EVENT_CLASSES, *_ROW_CLASSES]))
+_CODE_OF = operator.attrgetter("code")
+_SEQ_OF = operator.attrgetter("seq")
+_TIME_OF = operator.attrgetter("time")
 
 
 # -- events kept packed in the file's bytes ----------------------------------------------
@@ -187,21 +270,24 @@ _DECODER = msgspec.json.Decoder(reduce(operator.or_, [*_EVENT_CLASSES, *_ROW_CLA
 
 @dataclass(slots=True)
 class _Records:
-    """What the reader keeps of each line: its type code (ROW for a packed row), its first
-    seq, its time (the member times of a row) and the raw turn and step."""
+    """What the reader keeps of each line: where it starts, its type code (ROW for a
+    packed row) and its first seq."""
 
     starts: list[int]  # byte offset of each line, and one past the last
-    codes: bytes
+    codes: bytes | bytearray  # (a bytearray while the reader fills it in)
     first_seq: list[int]  # and the event count after the last line
-    event_times: Sequence[int]  # of the event lines, in order
-    member_times: list[list[int]]  # of the rows' members, row by row
-    datas: Sequence[Any]  # the probed data of the event lines (None for null)
-    row_datas: list[Any]
-    row_deltas: list[str]  # the chunk type of each row's members
 
-    def per_line(self, events: Iterator[Any], rows: Iterator[Any]) -> list[Any]:
-        """One value per line, from the event lines' and the rows' values."""
-        return [next(rows) if code == _ROW else next(events) for code in self.codes]
+
+@dataclass(slots=True)
+class _Columns:
+    """What the column pass reads: the event lines' times and probed data (None for
+    null), and the packed rows' time0, data and member chunk type."""
+
+    event_times: list[int]
+    datas: list[Any]
+    row_times: list[int]
+    rows: list[Any]
+    deltas: list[str]
 
 
 class LogEvents(ReadOnlySequence[Event]):
@@ -226,10 +312,18 @@ class LogEvents(ReadOnlySequence[Event]):
         return bisect_right(self._records.first_seq, seq) - 1
 
     def _parse(self, record: int) -> Any:
+        """Line `record` parsed as the full pipeline parses it (msgspec, like the
+        standard library, keeps integers of any size exactly, so no line needs the
+        pipeline's second parse for long digit runs)."""
         starts = self._records.starts
+        line = memoryview(self._data)[starts[record] : starts[record + 1] - 1]
         try:
-            return _parse(self._data[starts[record] : starts[record + 1] - 1])
-        except _BadLine as bad:  # only a number too large for a double gets here
+            return msgspec.json.decode(line)
+        except msgspec.DecodeError:  # only a number too large for a double gets here
+            pass
+        try:
+            return _parse(bytes(line))
+        except _BadLine as bad:
             raise CorruptLogError(f"line {record + 2}: {bad.message}", code=bad.code,
                                   path=self._path, line=record + 2,
                                   seq=self._records.first_seq[record]) from None
@@ -276,11 +370,33 @@ class LogEvents(ReadOnlySequence[Event]):
     def types(self) -> list[str]:
         return [TYPE_NAMES[c] for c in self.type_codes]
 
+    def _read_columns(self) -> _Columns:
+        """The column pass over every line, run once, when a column first needs it."""
+        if "pass" not in self._columns:
+            r = self._records
+            with _gc_paused():
+                lines: list[Any] = _COLUMN_DECODER.decode_lines(
+                    memoryview(self._data)[r.starts[0]:])
+            is_row = r.codes.translate(_IS_ROW)
+            events = list(compress(lines, is_row.translate(_NOT)))
+            rows = list(compress(lines, is_row))
+            self._columns["pass"] = _Columns(
+                [e.time for e in events], [e.data for e in events],
+                [w.time for w in rows], [w.data for w in rows], [w.delta for w in rows])
+        return cast(_Columns, self._columns["pass"])
+
+    def _per_line(self, events: Iterator[Any], rows: Iterator[Any]) -> list[Any]:
+        """One value per line, from the event lines' and the rows' values."""
+        return [next(rows) if code == _ROW else next(events) for code in self._records.codes]
+
     @property
     def times(self) -> list[int]:
-        r = self._records
-        return self._spread("times", lambda: r.per_line(iter(r.event_times),
-                                                        iter(r.member_times)))
+        def per_line() -> list[Any]:
+            c = self._read_columns()
+            return self._per_line(iter(c.event_times), (
+                list(accumulate(d.dt, initial=t)) for t, d in zip(c.row_times, c.rows,
+                                                                   strict=True)))
+        return self._spread("times", per_line)
 
     @property
     def turns(self) -> list[int | None]:
@@ -292,9 +408,10 @@ class LogEvents(ReadOnlySequence[Event]):
         return self._spread("steps", lambda: self._probed("step"))
 
     def _probed(self, key: str) -> list[int | None]:
-        r = self._records
-        return r.per_line((None if d is None else _as_int(getattr(d, key)) for d in r.datas),
-                          (getattr(d, key) for d in r.row_datas))
+        c = self._read_columns()
+        return self._per_line(
+            (None if d is None else _as_int(getattr(d, key)) for d in c.datas),
+            (getattr(d, key) for d in c.rows))
 
     @property
     def lines(self) -> LineNumbers:
@@ -324,15 +441,15 @@ class LogEvents(ReadOnlySequence[Event]):
         """`len(dumps(event["data"]))` of every event: each line's data is parsed and
         encoded again (exact whatever the file's spacing); a row's members are sized
         from their texts, the rest of their data being the same for the whole row."""
-        r = self._records
-        rows, deltas = iter(r.row_datas), iter(r.row_deltas)
+        c = self._read_columns()
+        rows, deltas = iter(c.rows), iter(c.deltas)
         sizes: list[int] = []
-        for k, code in enumerate(r.codes):
+        for k, code in enumerate(self._records.codes):
             if code != _ROW:
                 sizes.append(len(dumps(self._parse(k).get("data"))))
                 continue
             d, delta = next(rows), next(deltas)
-            if isinstance(d, _ToolRow):
+            if isinstance(d, _ColumnToolRow):
                 chunk: dict[str, Any] = {"type": "tool-call-delta", "index": d.index,
                                          "id": d.id}
                 if d.name is not UNSET:
@@ -407,11 +524,24 @@ def _utf8_ok(data: bytes) -> bool:
     return True
 
 
-def _sources_ok(kind: str, sources: list[int], seq: int) -> bool:
-    """SPEC 4.1 step 5 for integers: distinct seqs from 0 to before this event."""
-    if not sources:
-        return kind == "assistant/message"
-    return min(sources) >= 0 and max(sources) < seq and len(set(sources)) == len(sources)
+def _line_starts(data: bytes, first: int) -> list[int]:
+    starts = [first]
+    find = data.find
+    pos = first
+    while (end := find(b"\n", pos)) >= 0:
+        pos = end + 1
+        starts.append(pos)
+    return starts
+
+
+def _one_value_per_line(data: bytes, starts: list[int]) -> bool:
+    """Whether every line starts with "{" and ends with "}". Then each line break
+    separates two JSON values (no value continues past a "}" with a "{"), so
+    `decode_lines`, which reads values separated by any whitespace, gives one per line
+    exactly when it gives as many values as there are lines."""
+    at = data.__getitem__
+    return (bytes(map(at, starts[:-1])).strip(b"{") == b""
+            and bytes(map(at, map(operator.sub, starts[1:], repeat(2)))).strip(b"}") == b"")
 
 
 def _maybe_too_deep(data: bytes, start: int, end: int) -> bool:
@@ -431,40 +561,58 @@ def _maybe_too_deep(data: bytes, start: int, end: int) -> bool:
     return deepest > _MAX_DEPTH
 
 
-def _line_starts(data: bytes, first: int) -> list[int]:
-    starts = [first]
-    find = data.find
-    pos = first
-    while (end := find(b"\n", pos)) >= 0:
-        pos = end + 1
-        starts.append(pos)
-    return starts
+def _stack_depth() -> int:
+    """The number of Python frames below the caller's, the caller's included."""
+    frame: FrameType | None = sys._getframe(1)
+    depth = 0
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    return depth
 
 
-def _message_ok(kind: str, msg: Any) -> bool:
-    """SPEC 5.1, at least as strict as `check_message_shape`."""
-    mid, source = msg.id, msg.source
-    if not (type(mid) is str and mid and type(source) is dict):
-        return False
-    source_kind = source.get("kind")
-    if not (type(source_kind) is str and source_kind):
-        return False
-    if kind == "assistant/message":
-        provider, model = source.get("provider"), source.get("model")
-        return (msg.role == "assistant" and source_kind == "model"
-                and type(provider) is str and bool(provider)
-                and type(model) is str and bool(model))
-    if msg.role != "user":
-        return False
-    if kind != "tool/result":
-        return True
-    call_id = source.get("callId")
-    if source_kind != "tool" or type(call_id) is not str or len(msg.content) != 1:
-        return False
-    block = msg.content[0]
-    raw = memoryview(block.content)
-    return (block.type == "tool-result" and len(raw) > 0 and raw[0] == 0x5B  # "["
-            and block.toolCallId == call_id)
+_TOO_DEEP = b"[" * (_MAX_DEPTH + 1) + b"]" * (_MAX_DEPTH + 1)
+_STRETCH_BYTES = 4 << 20
+
+
+def _decoded(data: bytes, starts: list[int]) -> Iterator[tuple[int, list[Any]]]:
+    """The lines after the header decoded, a stretch of about `_STRETCH_BYTES` at a time
+    (so only one stretch's records are alive at once): (index of its first line, records).
+    No line nested deeper than `_MAX_DEPTH` decodes.
+
+    On CPython 3.11 msgspec counts its nesting against the interpreter's recursion
+    limit, so the limit is lowered to this frame's depth plus `_MAX_DEPTH` around each
+    decode (which holds the GIL throughout) and a line nested deeper fails to decode. A
+    probe at the same depth first checks that the interpreter counts that way (later
+    versions count C recursion apart); if it does not, the lines with enough brackets to
+    be that deep are looked at one by one.
+
+    Raises:
+        msgspec.DecodeError, RecursionError: a line the fast reader does not take.
+    """
+    view = memoryview(data)
+    limit = sys.getrecursionlimit()
+    bounded = False
+    first, last = 0, len(starts) - 1
+    while first < last:
+        end = max(bisect_right(starts, starts[first] + _STRETCH_BYTES, first, last),
+                  first + 1)
+        sys.setrecursionlimit(_stack_depth() + _MAX_DEPTH)
+        try:
+            if first == 0:
+                try:
+                    msgspec.json.decode(_TOO_DEEP)
+                except RecursionError:
+                    bounded = True
+            records = _DECODER.decode_lines(view[starts[first] : starts[end]])
+        finally:
+            sys.setrecursionlimit(limit)
+        if len(records) != end - first or (not bounded and any(
+                b - a > 2 * _MAX_DEPTH and _maybe_too_deep(data, a, b - 1)
+                for a, b in pairwise(starts[first : end + 1]))):
+            raise RecursionError("not one record per line, or a line nested too deep")
+        yield first, records
+        first = end
 
 
 @contextmanager
@@ -501,86 +649,67 @@ def _fast_check(data: bytes, path: str, header_end: int,
     if not data.endswith(b"\n") or not _utf8_ok(data):
         return None
     starts = _line_starts(data, header_end)
-    view = memoryview(data)
-    decode = _DECODER.decode
+    if len(data) - header_end > MAX_LINE_BYTES and max(
+            map(operator.sub, starts[1:], starts)) > MAX_LINE_BYTES + 1:
+        return None
+    if not _one_value_per_line(data, starts):
+        return None
+    kept = _Records(starts, bytearray(), [0])
+    log = LogEvents(data, path, kept)
+    fold = _Fold(log)
     try:
-        records: list[Any] = [decode(view[a : b - 1]) for a, b in pairwise(starts)]
+        for first_line, records in _decoded(data, starts):
+            codes = _envelopes(kept, records)
+            if codes is None or not fold.take(records, codes, first_line):
+                return None
+            del records  # before the next stretch is decoded
     except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
         return None
-    if any(b - a > 2 * _MAX_DEPTH and (b - a > MAX_LINE_BYTES + 1
-                                       or _maybe_too_deep(data, a, b - 1))
-           for a, b in pairwise(starts)):
+    kept.codes = bytes(kept.codes)
+    closers = _closers(log, kept.codes, kept.first_seq, list(fold.nodes))
+    if closers is None:
         return None
-    classes = _EVENT_CLASSES
-    codes = bytes(map(classes.get, map(type, records), repeat(_ROW)))
-    is_row = codes.translate(_IS_ROW)
-    is_event = codes.translate(_IS_EVENT)
-    rows = list(compress(records, is_row))
-    events = list(compress(records, is_event))
-    lo, hi = -MAX_SAFE_INTEGER, MAX_SAFE_INTEGER
+    note_open_turn(note, closers)
+    return (log, PlanList(fold.kinds, fold.replaces),
+            FoldResult(fold.nodes, fold.replacements), closers)
 
-    # Packed rows (SPEC 7.1): members, gaps and safe integers, as `expand_row` checks.
-    row_data = [r.data for r in rows]
-    counts = [len(d.items) for d in row_data]
-    if 0 in counts or any(len(d.dt) != m - 1 for d, m in zip(row_data, counts, strict=True)):
-        return None
-    member_times = [list(accumulate(d.dt, initial=r.time0)) for r, d in zip(rows, row_data,
-                                                                           strict=True)]
-    fields = [[d.turn for d in row_data], [d.step for d in row_data],
-              [d.index for d in row_data],
-              [x for t in member_times for x in (min(t), max(t))],
-              [x for d in row_data if d.dt for x in (min(d.dt), max(d.dt))]]
-    if any(values and (min(values) < lo or max(values) > hi) for values in fields):
+
+def _envelopes(kept: _Records, records: list[Any]) -> bytes | None:
+    """Check the packed rows, the seqs and the legacy shapes of a stretch of records,
+    and keep their type codes and first seqs. Returns the codes (None if a check fails).
+    """
+    codes = bytes(map(_CODE_OF, records))
+
+    # Packed rows (SPEC 7.1), as `expand_row` checks them: members, gaps, safe times.
+    is_row = codes.translate(_IS_ROW)
+    rows = list(compress(records, is_row))
+    members = [len(r.data.items) for r in rows]
+    if rows and ([len(r.data.dt) for r in rows] != [m - 1 for m in members]
+                 or max(map(_TIME_OF, rows)) + max(members) * _GAP_LIMIT > MAX_SAFE_INTEGER):
         return None
 
     # Seqs run on from 0 across lines and row members.
     per_line = [1] * len(records)
-    for k, m in zip(compress(count(), is_row), counts, strict=False):
+    for k, m in zip(compress(count(), is_row), members, strict=True):
         per_line[k] = m
-    first_seq = list(accumulate(per_line, initial=0))
-    seqs, times, ignorables, ops, sources, datas = (
-        zip(*map(_ENVELOPE, events), strict=True) if events else ((),) * 6)
-    if (list(seqs) != list(compress(first_seq, is_event))
-            or [r.seq0 for r in rows] != list(compress(first_seq, is_row))):
+    first_seq = list(accumulate(per_line, initial=kept.first_seq[-1]))
+    if list(map(_SEQ_OF, records)) != first_seq[:-1]:
         return None
 
-    # The envelope (SPEC 1): safe times, ignorable only true, retired shapes refused.
-    if times and (min(times) < lo or max(times) > hi):
+    # No legacy shape of SPEC 7.3 step 2, no retired request/header fallback.
+    if not all(_current(TYPE_NAMES[codes[k]], records[k].data)
+               for k in compress(count(), codes.translate(_IS_LEGACY))):
         return None
-    event_codes = bytes(compress(codes, is_event))
-    try:
-        # Log-only types carry neither marker (a list or an object is unhashable).
-        log_only = event_codes.translate(_IS_LOG_ONLY)
-        if (set(ignorables) - {UNSET, True} or set(compress(ops, log_only)) - {UNSET}
-                or set(compress(sources, log_only)) - {UNSET}):
-            return None
-    except TypeError:
-        return None
-    legacy = event_codes.translate(_IS_LEGACY)
-    if not all(_current(TYPE_NAMES[code], data) for code, data in zip(
-            compress(event_codes, legacy), compress(datas, legacy), strict=True)
-            if data is not None):
-        return None
-    surface = list(compress(count(), codes.translate(_IS_SURFACE)))
-    if surface and all(records[k].surfaceOp is UNSET for k in surface):
-        return None  # a linear (unmarked) log: the legacy reading applies
-    kept = _Records(starts, codes, first_seq, times, member_times, datas, row_data,
-                    [_ROW_DELTA[r.__class__] for r in rows])
-    log = LogEvents(data, path, kept)
-    folded = _fold(log, [(k, records[k]) for k in surface], first_seq)
-    if folded is None:
-        return None
-    kinds, replaces, nodes, replacements = folded
-    closers = _closers(log, codes, first_seq, list(nodes))
-    if closers is None:
-        return None
-    note_open_turn(note, closers)
-    return log, PlanList(kinds, replaces), FoldResult(nodes, replacements), closers
+    kept.codes += codes
+    kept.first_seq += first_seq[1:]
+    return codes
 
 
 def _current(kind: str, data: Any) -> bool:
     """No legacy shape of SPEC 7.3 step 2 (which `check_log` would upgrade) and no
     retired request/header fallback (which it refuses)."""
+    if data is None:
+        return True
     if kind == "turn/start":
         return data.trigger is UNSET
     if kind == "turn/end":
@@ -593,43 +722,89 @@ def _current(kind: str, data: Any) -> bool:
     return bool(data.reason != "fallback")
 
 
-def _fold(log: LogEvents, surface: list[tuple[int, Any]], first_seq: list[int]
-          ) -> tuple[bytearray, dict[int, Plan], list[int], list[Replacement]] | None:
-    """SPEC 5.1 and 4.1 for the surface events, in log order: kinds, replaces, nodes."""
-    kinds = bytearray(first_seq[-1])
-    replaces: dict[int, Plan] = {}
-    replacements: list[Replacement] = []
-    nodes: list[int] = []
+def _tool_calls_match(surface: list[Any]) -> bool:
+    """SPEC 5.1: a tool/result's block answers the call its source names."""
+    return all(m.source.callId == m.content[0].toolCallId
+               for m in (r.data.message for r in surface if r.code == _TOOL_RESULT))
 
-    for k, r in surface:
-        seq = first_seq[k]
-        kind = TYPE_NAMES[_EVENT_CLASSES[r.__class__]]
-        data = r.data
-        if not _message_ok(kind, data if kind in _DATA_IS_MESSAGE else data.message):
-            return None
-        op, sources = r.surfaceOp, r.sourceEventSeqs
-        if op == "append" and (sources is UNSET or _sources_ok(kind, sources, seq)):
-            nodes.append(seq)
-            kinds[seq] = APPEND
-            continue
-        if kind == "tool/result" and isinstance(op, dict):
-            candidate: Mapping[str, Any] = log._parse(k)  # step 7 compares the data
+
+class _Fold:
+    """SPEC 4.1 for the surface events, stretch by stretch in log order: the surface, the
+    plan kind of every event and the replaces. Appends (checked together) only extend
+    the surface; each replace goes through the planner."""
+
+    def __init__(self, log: LogEvents) -> None:
+        self.log = log
+        self.nodes: list[int] = []
+        self.kinds = bytearray()
+        self.replaces: dict[int, Plan] = {}
+        self.replacements: list[Replacement] = []
+        self.cited: int | None = -1  # the last seq cited so far, None once they fall
+
+    def take(self, records: list[Any], codes: bytes, first_line: int) -> bool:
+        """Fold the surface events among `records` (lines from `first_line` on)."""
+        log = self.log
+        self.kinds += bytes(len(log) - len(self.kinds))
+        lines = list(compress(count(first_line), codes.translate(_IS_SURFACE)))
+        surface = [records[k - first_line] for k in lines]
+        if not _tool_calls_match(surface):
+            return False
+        is_replace = [r.surfaceOp.__class__ is _Replace for r in surface]
+        appends = list(compress(surface, map(operator.not_, is_replace)))
+        if not self._sources_ok(appends):
+            return False
+        for seq in map(_SEQ_OF, appends):
+            self.kinds[seq] = APPEND
+        seqs = list(map(_SEQ_OF, surface))
+        nodes = self.nodes
+        done = 0
+        for i in compress(count(), is_replace):
+            nodes.extend(seqs[done:i])
+            done = i + 1
+            plan = self._plan_replace(surface[i], lines[i], nodes)
+            if plan is None:
+                return False
+            self.replacements.append(Replacement.of(plan))
+            self.replaces[plan.seq] = plan
+            self.kinds[plan.seq] = REPLACE
+            nodes = apply_plan(nodes, plan)
+        nodes.extend(seqs[done:])
+        self.nodes = nodes
+        return True
+
+    def _sources_ok(self, appends: list[Any]) -> bool:
+        """SPEC 4.1 step 5 for the appends that cite sources: distinct seqs, each before
+        its event, and [] only from an assistant/message. While the cited seqs rise
+        through the log (the usual case) all lists are checked at once, else one by one."""
+        citing = [r for r in appends if r.sourceEventSeqs is not UNSET]
+        lists = [r.sourceEventSeqs for r in citing]
+        if not all(lists) and any(r.code != _ASSISTANT for r in citing
+                                  if not r.sourceEventSeqs):
+            return False
+        if self.cited is not None:
+            flat = list(chain([self.cited], chain.from_iterable(lists)))
+            if all(map(operator.lt, flat, islice(flat, 1, None))):
+                self.cited = flat[-1]  # each list rises, so its seqs are distinct
+                return all(map(operator.lt, [cited[-1] for cited in lists if cited],
+                               [r.seq for r in citing if r.sourceEventSeqs]))
+            self.cited = None
+        return all(len(set(cited)) == len(cited) and max(cited) < r.seq
+                   for r, cited in zip(citing, lists, strict=True) if cited)
+
+    def _plan_replace(self, r: Any, line: int, nodes: list[int]) -> Plan | None:
+        candidate: Mapping[str, Any]
+        if r.code == _TOOL_RESULT:
+            candidate = self.log._parse(line)  # step 7 compares the data
         else:
-            candidate = {"type": kind, "seq": seq, "time": r.time}
-            if op is not UNSET:
-                candidate["surfaceOp"] = op
-            if sources is not UNSET:
-                candidate["sourceEventSeqs"] = sources
+            op = r.surfaceOp
+            candidate = {"type": TYPE_NAMES[r.code], "seq": r.seq, "time": r.time,
+                         "surfaceOp": {"op": "replace", "start": op.start, "end": op.end}}
+            if r.sourceEventSeqs is not UNSET:
+                candidate["sourceEventSeqs"] = r.sourceEventSeqs
         try:
-            plan = plan_event(nodes, candidate, seq=seq, lookup=log.lookup, full=False)
+            return plan_event(nodes, candidate, seq=r.seq, lookup=self.log.lookup, full=False)
         except AdmissionError:
             return None
-        if plan.kind == REPLACE:
-            replacements.append(Replacement.of(plan))
-            replaces[seq] = plan
-        kinds[seq] = plan.kind
-        nodes = apply_plan(nodes, plan)
-    return kinds, replaces, nodes, replacements
 
 
 def _closers(log: LogEvents, codes: bytes, first_seq: list[int], nodes: list[int]
