@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from .errors import AdmissionError
 from .events import (
@@ -22,7 +22,7 @@ from .events import (
     fail,
     freeze_event,
 )
-from .jsonvalue import as_int, json_equal
+from .jsonvalue import MAX_SAFE_INTEGER, as_int, json_equal
 from .views import ReadOnlySequence
 
 __all__ = [
@@ -104,6 +104,16 @@ def _content_only(data: Any) -> Any:
     if isinstance(first, Mapping):
         first = {**first, "content": None}
     return {**data, "message": {**message, "content": [first]}}
+
+
+def _seqs(values: list[Any]) -> list[int] | None:
+    """The values as seqs (safe integers >= 0, integral floats converted), or None if one
+    is not. Plain integers, the usual case, are checked in bulk."""
+    if set(map(type, values)) <= {int}:
+        safe = not values or (min(values) >= 0 and max(values) <= MAX_SAFE_INTEGER)
+        return list(values) if safe else None
+    cited = [as_int(v) for v in values]
+    return None if any(n is None or n < 0 for n in cited) else cast(list[int], cited)
 
 
 def plan_event(
@@ -197,13 +207,12 @@ def plan_event(
             fail("sources-empty", event,
                   "sourceEventSeqs is [] (only assistant/message may cite an empty stream); "
                   "leave it out if the sources were not recorded")
-        cited: list[int] = []
-        for i, value in enumerate(sources):
-            n = as_int(value)
-            if n is None or n < 0:
-                fail("sources-invalid-seq", event,
-                      f"sourceEventSeqs[{i}] must be an integer seq >= 0, got {value!r}")
-            cited.append(n)
+        cited = _seqs(sources)
+        if cited is None:
+            i, value = next((i, v) for i, v in enumerate(sources)
+                            if (n := as_int(v)) is None or n < 0)
+            fail("sources-invalid-seq", event,
+                  f"sourceEventSeqs[{i}] must be an integer seq >= 0, got {value!r}")
         if len(set(cited)) != len(cited):
             dup = next(n for i, n in enumerate(cited) if n in cited[:i])
             fail("sources-duplicate", event, f"sourceEventSeqs cites {dup} more than once")

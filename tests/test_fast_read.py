@@ -153,6 +153,10 @@ def test_records_must_match_lines_one_to_one(tmp_path: Path, reader: str) -> Non
     assert split != joined[9]
     assert not _agree(_write(tmp_path, [*joined[:9], split, *joined[10:]]))
     assert not _agree(_write(tmp_path, [*lines[:9], split, *lines[10:]]))
+    # split after a "}" inside the record, the next line going on with ","
+    i = next(i for i, line in enumerate(joined) if i > 4 and b'},"' in line)
+    split = joined[i].replace(b'},"', b'}\n,"', 1)
+    assert not _agree(_write(tmp_path, [*joined[:i], split, *joined[i + 1 :]]))
 
 
 def test_sources_that_do_not_rise_are_checked_one_list_at_a_time(
