@@ -74,6 +74,10 @@ def derive_messages(
     return DerivedMessages((m for m in picked if m is not None), "surface")
 
 
+# dict first: most blocks are dicts, which answers without the Mapping ABC's check.
+_MAPPINGS = (dict, Mapping)
+
+
 def _block_text(block: Mapping[str, Any]) -> str:
     kind = block.get("type")
     if kind in ("text", "reasoning"):
@@ -83,7 +87,7 @@ def _block_text(block: Mapping[str, Any]) -> str:
     if kind == "tool-result":
         inner = block.get("content")
         if isinstance(inner, list):
-            return "\n".join(_block_text(b) for b in inner if isinstance(b, Mapping))
+            return "\n".join(_block_text(b) for b in inner if isinstance(b, _MAPPINGS))
     return ""
 
 
@@ -93,9 +97,14 @@ def message_text(event: Mapping[str, Any]) -> str:
     content = message.get("content") if isinstance(message, Mapping) else None
     if not isinstance(content, list):
         return ""
-    return "\n".join(_block_text(b) for b in content if isinstance(b, Mapping))
+    return "\n".join(_block_text(b) for b in content if isinstance(b, _MAPPINGS))
 
 
 def estimate_tokens(event: Mapping[str, Any]) -> int:
     """A rough token estimate: four characters a token, plus a small per-message cost."""
-    return 4 + math.ceil(len(message_text(event)) / 4)
+    return text_tokens(message_text(event))
+
+
+def text_tokens(text: str) -> int:
+    """`estimate_tokens` of a message whose text is `text`."""
+    return 4 + math.ceil(len(text) / 4)

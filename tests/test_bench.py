@@ -15,7 +15,7 @@ def test_bench_prints_every_measure(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["bench", "--events", "3000", "--runs", "1", "--corpus-sessions", "4",
                  "--cache", str(tmp_path), "--skip", "memory"]) == 0
     out = capsys.readouterr().out
-    for measure in ("read_log (parse+validate+fold)", "events_df (typed schema)",
+    for measure in ("read_log (parse+validate+fold)", "events_df(path) (typed schema)",
                     "last 10k of", "surface.nodes, nothing new", "Replay.seek (random)",
                     "plot_shadowing", "corpus build, processes", "corpus build, dask",
                     "peak memory, serial build of 4 sessions, 16 MB tasks",

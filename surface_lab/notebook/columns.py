@@ -133,10 +133,12 @@ def frame_from_columns(name: str, data: dict[str, Any]) -> pd.DataFrame:
             millis = pd.Series(values, dtype="int64")
             out[column.name] = pd.to_datetime(millis, unit="ms", utc=True).astype(TS)
             continue
-        series = pd.Series(values, dtype=OBJ) if isinstance(values, list) else pd.Series(values)
+        series = (pd.Series(values, dtype=OBJ) if isinstance(values, list)
+                  else pd.Series(values, copy=False))
         dtype: Any = (_with_extra_categories(column.dtype, series) if series.dtype == OBJ
                       else column.dtype)
-        out[column.name] = series if column.dtype == OBJ else series.astype(dtype)
+        out[column.name] = (series if column.dtype == OBJ or series.dtype == dtype
+                            else series.astype(dtype))
     return pd.DataFrame(out, copy=False)
 
 

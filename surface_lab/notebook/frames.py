@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..events import SURFACE_TYPES, Event, mapping_at, message_of
 from ..jsonvalue import as_int, dumps
-from ..messages import estimate_tokens, message_text, project_message
+from ..messages import estimate_tokens, message_text, project_message, text_tokens
 from ..storage.base import Problem
 from ..storage.fast import TYPE_NAMES, LogEvents
 from ..surface import REPLACE, apply_plan
@@ -53,8 +53,7 @@ def _message_fields(event: Event) -> tuple[Any, Any, str | None, int | None, int
     message = message_of(event)
     message = message if isinstance(message, Mapping) else {}
     text = message_text(event)
-    return (message.get("role"), message.get("id"), text, len(text),
-            estimate_tokens(event))
+    return message.get("role"), message.get("id"), text, len(text), text_tokens(text)
 
 
 def is_tombstone(event: Event) -> bool:
@@ -122,16 +121,16 @@ def _event_arrays(log: LogData, events: LogEvents) -> dict[str, Any]:
     straight from the reader, message fields from the surface events alone, and the
     data sizes from each line (a packed row's members from its texts)."""
     n = len(events)
-    times = np.array(events.times, dtype="int64")
+    envelope = events.columns(on_surface=_surface_fields)
     cols: dict[str, Any] = {
         "seq": np.arange(n, dtype="int64"),
         "type": pd.Categorical.from_codes(
             np.frombuffer(events.type_codes, dtype="uint8").astype("int16"),
             dtype=pd.CategoricalDtype(list(TYPE_NAMES))),
-        "time": times,
-        "ts": times,
-        "turn": _nullable(events.turns),
-        "step": _nullable(events.steps),
+        "time": envelope.time,
+        "ts": envelope.time,
+        "turn": pd.arrays.IntegerArray(envelope.turn, envelope.turn_missing),
+        "step": pd.arrays.IntegerArray(envelope.step, envelope.step_missing),
         "line": pd.arrays.IntegerArray(
             np.repeat(np.arange(2, len(events.first_seqs) + 1, dtype="int64"),
                       np.diff(np.array(events.first_seqs, dtype="int64"))),
@@ -146,8 +145,7 @@ def _event_arrays(log: LogData, events: LogEvents) -> dict[str, Any]:
     chars, tokens = np.zeros(n, dtype="int64"), np.zeros(n, dtype="int64")
     is_message = np.zeros(n, dtype=bool)
     role_codes = {role: k for k, role in enumerate(ROLES)}
-    for seq in events.surface_seqs():
-        f = _surface_fields(events.raw(seq))
+    for seq, f in envelope.surface.items():
         ops[seq] = OPS.index(f.op) if f.op is not None else -1
         if f.start is not None and f.end is not None:
             starts[seq], ends[seq], has_range[seq] = f.start, f.end, True
@@ -173,7 +171,7 @@ def _event_arrays(log: LogData, events: LogEvents) -> dict[str, Any]:
         "text": texts,
         "chars": pd.arrays.IntegerArray(chars, ~is_message),
         "tokens": pd.arrays.IntegerArray(tokens, ~is_message),
-        "data_bytes": np.array(events.data_sizes(), dtype="int64"),
+        "data_bytes": envelope.data_bytes,
     })
     return cols
 

@@ -26,7 +26,7 @@ import gc
 import operator
 import sys
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import reduce
@@ -217,13 +217,8 @@ _DECODER = msgspec.json.Decoder(reduce(operator.or_, [
     *map(_event_struct, TYPE_NAMES), *map(_row_struct, sorted(ROW_TAGS))]))
 
 
-# The column pass (run when a frame first asks): each line's time, its data's turn and
-# step, and a row's fields, nothing checked again.
-
-
-class _Probe(_Plain):
-    turn: Any = UNSET
-    step: Any = UNSET
+# The column pass (run when a frame first asks): each line's time and data, a surface
+# event's marker and sources, and a packed row's fields; nothing is checked again.
 
 
 class _ColumnRow(_Plain):
@@ -246,8 +241,11 @@ def _column_struct(tag: str) -> type[Struct]:
         return msgspec.defstruct(f"Column_{tag.replace('-', '_')}", [
             ("time", int, msgspec.field(name="time0")), ("data", data)], tag_field="type",
             tag=tag, gc=False, namespace={"delta": tag.replace("-chunks", "-delta")})
-    return msgspec.defstruct(f"Column_{_CODE[tag]}", [("time", int), ("data", _Probe | None)],
-                             tag_field="type", tag=tag, gc=False)
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = [("time", int), ("data", Raw)]
+    if tag in SURFACE_SET:
+        fields += [("surfaceOp", Any, UNSET), ("sourceEventSeqs", Any, UNSET)]
+    return msgspec.defstruct(f"Column_{_CODE[tag]}", fields, tag_field="type", tag=tag,
+                             gc=False, namespace={"code": _CODE[tag]})
 
 
 _COLUMN_DECODER = msgspec.json.Decoder(reduce(operator.or_, map(
@@ -262,6 +260,7 @@ def _mask(codes: frozenset[int]) -> bytes:
 
 
 _IS_ROW = _mask(frozenset({_ROW}))
+_ROW_AS_CHUNK = bytes(range(255)) + bytes((_CHUNK,))  # a row's members are chunks
 _NOT = bytes((1, 0)) + bytes(254)  # turns a 0/1 mask over
 _IS_SURFACE = _mask(_SURFACE_CODES)
 _IS_LEGACY = _mask(_LEGACY_CODES)
@@ -284,15 +283,35 @@ class _Records:
 
 
 @dataclass(slots=True)
-class _Columns:
-    """What the column pass reads: the event lines' times and probed data (None for
-    null), and the packed rows' time0, data and member chunk type."""
+class EventColumns:
+    """Envelope columns of every event, as numpy arrays: `turn` and `step` hold 0 where
+    the `*_missing` mask is set (absent, or not an integer)."""
 
-    event_times: list[int]
-    datas: list[Any]
-    row_times: list[int]
-    rows: list[Any]
-    deltas: list[str]
+    time: Any
+    turn: Any
+    turn_missing: Any
+    step: Any
+    step_missing: Any
+    data_bytes: Any  # len(dumps(event["data"]))
+    surface: dict[int, Any]  # what `on_surface` gave for each surface event, by seq
+
+
+@dataclass(slots=True)
+class _ColumnLists:
+    """What the column pass collects, stretch by stretch: of the event lines (in order)
+    their times, turns, steps and data sizes; of the packed rows their turns and steps
+    (one per row) and their members' times and data sizes (one per member); and the
+    surface events, by seq, with only the fields the frames read."""
+
+    times: list[int]
+    turns: list[int | None]
+    steps: list[int | None]
+    sizes: list[int]
+    row_turns: list[int]
+    row_steps: list[int]
+    member_times: list[int]
+    member_sizes: list[int]
+    surface: dict[int, Any]
 
 
 class LogEvents(ReadOnlySequence[Event]):
@@ -348,75 +367,78 @@ class LogEvents(ReadOnlySequence[Event]):
     def __repr__(self) -> str:
         return f"LogEvents({len(self)} events of {self._path})"
 
-    def _spread(self, name: str, per_record: Callable[[], list[Any]]) -> list[Any]:
-        """A column with one value per event, from one per line: a row's value is
-        repeated for its members, except its member times, which are listed."""
-        if name not in self._columns:
-            r = self._records
-            listed = name == "times"
-            self._columns[name] = list(chain.from_iterable(
-                (value,) if code != _ROW else value if listed
-                else repeat(value, r.first_seq[k + 1] - r.first_seq[k])
-                for k, (code, value) in enumerate(zip(r.codes, per_record(), strict=True))))
-        return cast(list[Any], self._columns[name])
-
     @property
     def type_codes(self) -> bytes:
         """Each event's type as an index into `TYPE_NAMES`."""
         if "codes" not in self._columns:
+            import numpy as np
+
             r = self._records
-            chunk = bytes((_CHUNK,))
-            self._columns["codes"] = b"".join(
-                chunk * (r.first_seq[k + 1] - r.first_seq[k]) if code == _ROW
-                else bytes((code,)) for k, code in enumerate(r.codes))
+            per_line = np.frombuffer(r.codes.translate(_ROW_AS_CHUNK), dtype=np.uint8)
+            self._columns["codes"] = np.repeat(per_line, np.diff(r.first_seq)).tobytes()
         return cast(bytes, self._columns["codes"])
 
     @property
     def types(self) -> list[str]:
         return [TYPE_NAMES[c] for c in self.type_codes]
 
-    def _read_columns(self) -> _Columns:
-        """The column pass over every line, run once, when a column first needs it."""
-        if "pass" not in self._columns:
-            r = self._records
-            with _gc_paused():
-                lines: list[Any] = _COLUMN_DECODER.decode_lines(
-                    memoryview(self._data)[r.starts[0]:])
-            is_row = r.codes.translate(_IS_ROW)
-            events = list(compress(lines, is_row.translate(_NOT)))
-            rows = list(compress(lines, is_row))
-            self._columns["pass"] = _Columns(
-                [e.time for e in events], [e.data for e in events],
-                [w.time for w in rows], [w.data for w in rows], [w.delta for w in rows])
-        return cast(_Columns, self._columns["pass"])
+    def columns(self, on_surface: Callable[[Event], Any] | None = None) -> EventColumns:
+        """The envelope columns of every event, from one pass over the lines; with
+        `on_surface`, also its answer for each surface event (given its type, seq, data,
+        surfaceOp and sourceEventSeqs), by seq, in `.surface`."""
+        import numpy as np
 
-    def _per_line(self, events: Iterator[Any], rows: Iterator[Any]) -> list[Any]:
-        """One value per line, from the event lines' and the rows' values."""
-        return [next(rows) if code == _ROW else next(events) for code in self._records.codes]
+        r = self._records
+        lists = _ColumnLists([], [], [], [], [], [], [], [], {})
+        view = memoryview(self._data)
+        with _gc_paused():
+            for first, end in _stretches(r.starts):
+                lines = _COLUMN_DECODER.decode_lines(view[r.starts[first] : r.starts[end]])
+                _collect(lists, lines, r.codes[first:end], r.first_seq[first:end],
+                         on_surface)
+        n = len(self)
+        line_seqs = np.array(r.first_seq, dtype=np.int64)
+        is_row = np.frombuffer(r.codes, dtype=np.uint8) == _ROW
+        members = np.diff(line_seqs)[is_row]
+        in_row = np.ones(n, dtype=bool)
+        in_row[line_seqs[:-1][~is_row]] = False
+
+        def spread(events: Any, rows: Any, dtype: Any = np.int64) -> Any:
+            """One value per event: the event lines' values and the row members'."""
+            column = np.empty(n, dtype=dtype)
+            column[~in_row] = events
+            column[in_row] = rows
+            return column
+
+        def nullable(events: list[int | None], rows: list[int]) -> tuple[Any, Any]:
+            values = np.array(events, dtype=object)
+            missing = values == None  # noqa: E711  # elementwise: which values are missing
+            values[missing] = 0
+            return (spread(values.astype(np.int64), np.repeat(rows, members)),
+                    spread(missing.astype(bool), False, dtype=bool))
+
+        turn, turn_missing = nullable(lists.turns, lists.row_turns)
+        step, step_missing = nullable(lists.steps, lists.row_steps)
+        return EventColumns(spread(lists.times, lists.member_times), turn, turn_missing,
+                            step, step_missing, spread(lists.sizes, lists.member_sizes),
+                            lists.surface)
 
     @property
     def times(self) -> list[int]:
-        def per_line() -> list[Any]:
-            c = self._read_columns()
-            return self._per_line(iter(c.event_times), (
-                list(accumulate(d.dt, initial=t)) for t, d in zip(c.row_times, c.rows,
-                                                                   strict=True)))
-        return self._spread("times", per_line)
+        return cast(list[int], self.columns().time.tolist())
 
     @property
     def turns(self) -> list[int | None]:
         """`data.turn` of each event as an integer, None when absent or not one."""
-        return self._spread("turns", lambda: self._probed("turn"))
+        c = self.columns()
+        return [None if m else v for v, m in zip(c.turn.tolist(), c.turn_missing.tolist(),
+                                                 strict=True)]
 
     @property
     def steps(self) -> list[int | None]:
-        return self._spread("steps", lambda: self._probed("step"))
-
-    def _probed(self, key: str) -> list[int | None]:
-        c = self._read_columns()
-        return self._per_line(
-            (None if d is None else _as_int(getattr(d, key)) for d in c.datas),
-            (getattr(d, key) for d in c.rows))
+        c = self.columns()
+        return [None if m else v for v, m in zip(c.step.tolist(), c.step_missing.tolist(),
+                                                 strict=True)]
 
     @property
     def lines(self) -> LineNumbers:
@@ -443,28 +465,68 @@ class LogEvents(ReadOnlySequence[Event]):
         return [first[k] for k in compress(count(), self._records.codes.translate(_IS_SURFACE))]
 
     def data_sizes(self) -> list[int]:
-        """`len(dumps(event["data"]))` of every event: each line's data is parsed and
-        encoded again (exact whatever the file's spacing); a row's members are sized
-        from their texts, the rest of their data being the same for the whole row."""
-        c = self._read_columns()
-        rows, deltas = iter(c.rows), iter(c.deltas)
-        sizes: list[int] = []
-        for k, code in enumerate(self._records.codes):
-            if code != _ROW:
-                sizes.append(len(dumps(self._parse(k).get("data"))))
-                continue
-            d, delta = next(rows), next(deltas)
-            if isinstance(d, _ColumnToolRow):
-                chunk: dict[str, Any] = {"type": "tool-call-delta", "index": d.index,
-                                         "id": d.id}
-                if d.name is not UNSET:
-                    chunk["name"] = d.name
-                chunk["argumentsDelta"] = ""
-            else:
-                chunk = {"type": delta, "index": d.index, "text": ""}
-            base = len(dumps({"turn": d.turn, "step": d.step, "chunk": chunk})) - 2
-            sizes.extend(base + len(dumps(item)) for item in d.items)
-        return sizes
+        """`len(dumps(event["data"]))` of every event."""
+        return cast(list[int], self.columns().data_bytes.tolist())
+
+
+def _collect(lists: _ColumnLists, lines: list[Any], codes: bytes | bytearray,
+             seqs: list[int], on_surface: Callable[[Event], Any] | None) -> None:
+    """Add a stretch of column-pass records to `lists`. The event lines' data is parsed
+    at once, as one array, and encoded again: when that gives back the very bytes of
+    the file (the usual case) each line's data size is its length in the file, else
+    each is encoded alone. A packed row's members are sized from their texts, the rest
+    of their data being the same for the whole row."""
+    is_row = codes.translate(_IS_ROW)
+    events = list(compress(lines, is_row.translate(_NOT)))
+    raws = [e.data for e in events]
+    joined = b"[" + b",".join(raws) + b"]"
+    datas = msgspec.json.decode(joined)
+    lists.sizes += (map(len, raws) if dumps(datas) == joined
+                    else (len(dumps(d)) for d in datas))
+    lists.times += map(_TIME_OF, events)
+    lists.turns += _ints(None if d is None else d.get("turn") for d in datas)
+    lists.steps += _ints(None if d is None else d.get("step") for d in datas)
+    if on_surface is not None:
+        is_event = is_row.translate(_NOT)
+        for seq, e, d, on in zip(compress(seqs, is_event), events, datas,
+                                 compress(codes.translate(_IS_SURFACE), is_event), strict=True):
+            if on:
+                event = {"type": TYPE_NAMES[e.code], "seq": seq, "data": d}
+                if e.surfaceOp is not UNSET:
+                    event["surfaceOp"] = e.surfaceOp
+                if e.sourceEventSeqs is not UNSET:
+                    event["sourceEventSeqs"] = e.sourceEventSeqs
+                lists.surface[seq] = on_surface(event)
+    for w in compress(lines, is_row):
+        d = w.data
+        lists.row_turns.append(d.turn)
+        lists.row_steps.append(d.step)
+        lists.member_times += accumulate(d.dt, initial=w.time)
+        lists.member_sizes += _member_sizes(d, w.delta)
+
+
+def _ints(values: Iterable[Any]) -> list[int | None]:
+    """`as_int` of each value; plain safe integers (most) pass straight through."""
+    return [v if v.__class__ is int and -MAX_SAFE_INTEGER <= v <= MAX_SAFE_INTEGER
+            else as_int(v) for v in values]
+
+
+def _member_sizes(d: Any, delta: str) -> Iterator[int]:
+    """The data size of each member of a packed row: the row's data with an empty text,
+    plus the encoded text (its length and the quotes when no character is escaped)."""
+    if isinstance(d, _ColumnToolRow):
+        chunk: dict[str, Any] = {"type": "tool-call-delta", "index": d.index, "id": d.id}
+        if d.name is not UNSET:
+            chunk["name"] = d.name
+        chunk["argumentsDelta"] = ""
+    else:
+        chunk = {"type": delta, "index": d.index, "text": ""}
+    base = len(dumps({"turn": d.turn, "step": d.step, "chunk": chunk})) - 2
+    items = d.items
+    text = "".join(items)
+    if text.isascii() and len(dumps(items)) == len(text) + 3 * len(items) + 1:
+        return map(operator.add, map(len, items), repeat(base + 2))
+    return (base + len(dumps(item)) for item in items)
 
 
 def _as_int(value: Any) -> int | None:
@@ -580,6 +642,17 @@ _SCAN_BYTES = 4 << 20  # the line breaks are looked for this many bytes at a tim
 _NEWLINE, _OPEN, _CLOSE = b"\n{}"
 
 
+def _stretches(starts: list[int]) -> Iterator[tuple[int, int]]:
+    """The lines in stretches of about `_STRETCH_BYTES` (at least one line each), as
+    (first line, line after the last)."""
+    first, last = 0, len(starts) - 1
+    while first < last:
+        end = max(bisect_right(starts, starts[first] + _STRETCH_BYTES, first, last),
+                  first + 1)
+        yield first, end
+        first = end
+
+
 def _decoded(data: bytes, starts: list[int]) -> Iterator[tuple[int, list[Any]]]:
     """The lines after the header decoded, a stretch of about `_STRETCH_BYTES` at a time
     (so only one stretch's records are alive at once): (index of its first line, records).
@@ -598,10 +671,7 @@ def _decoded(data: bytes, starts: list[int]) -> Iterator[tuple[int, list[Any]]]:
     view = memoryview(data)
     limit = sys.getrecursionlimit()
     bounded = False
-    first, last = 0, len(starts) - 1
-    while first < last:
-        end = max(bisect_right(starts, starts[first] + _STRETCH_BYTES, first, last),
-                  first + 1)
+    for first, end in _stretches(starts):
         sys.setrecursionlimit(_stack_depth() + _MAX_DEPTH)
         try:
             if first == 0:
@@ -617,7 +687,6 @@ def _decoded(data: bytes, starts: list[int]) -> Iterator[tuple[int, list[Any]]]:
                 for a, b in pairwise(starts[first : end + 1]))):
             raise RecursionError("not one record per line, or a line nested too deep")
         yield first, records
-        first = end
 
 
 @contextmanager
