@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..events import SURFACE_TYPES, Event, mapping_at, message_of
+from ..gcpause import gc_paused
 from ..jsonvalue import as_int, dumps
 from ..messages import estimate_tokens, message_text, project_message, text_tokens
 from ..storage.base import Problem
@@ -120,6 +121,11 @@ def _event_arrays(log: LogData, events: LogEvents) -> dict[str, Any]:
     """The `events_df` columns of a log the fast reader kept packed: envelope columns
     straight from the reader, message fields from the surface events alone, and the
     data sizes from each line (a packed row's members from its texts)."""
+    with gc_paused():  # the per-event fields are dropped before the collector is back
+        return _arrays_of(log, events)
+
+
+def _arrays_of(log: LogData, events: LogEvents) -> dict[str, Any]:
     n = len(events)
     envelope = events.columns(on_surface=_surface_fields)
     cols: dict[str, Any] = {
@@ -136,22 +142,30 @@ def _event_arrays(log: LogData, events: LogEvents) -> dict[str, Any]:
                       np.diff(np.array(events.first_seqs, dtype="int64"))),
             np.zeros(n, dtype=bool)),
     }
+    at = np.fromiter(envelope.surface, dtype="int64", count=len(envelope.surface))
+    fields = list(envelope.surface.values())
     ops = np.full(n, -1, dtype="int8")
+    ops[at] = [-1 if f.op is None else OPS.index(f.op) for f in fields]
+    ranged = [(seq, f.start, f.end) for seq, f in zip(at.tolist(), fields, strict=True)
+              if f.start is not None and f.end is not None]
     starts, ends = np.zeros(n, dtype="int64"), np.zeros(n, dtype="int64")
     has_range = np.zeros(n, dtype=bool)
+    if ranged:
+        where, starts_at, ends_at = zip(*ranged, strict=True)
+        starts[list(where)], ends[list(where)] = starts_at, ends_at
+        has_range[list(where)] = True
     sources = np.full(n, None, dtype=object)
-    roles = np.full(n, -1, dtype="int8")
-    mids, texts = np.full(n, None, dtype=object), np.full(n, None, dtype=object)
-    chars, tokens = np.zeros(n, dtype="int64"), np.zeros(n, dtype="int64")
-    is_message = np.zeros(n, dtype=bool)
+    for seq, f in zip(at.tolist(), fields, strict=True):  # lists: one by one, not spread
+        sources[seq] = f.sources
     role_codes = {role: k for k, role in enumerate(ROLES)}
-    for seq, f in envelope.surface.items():
-        ops[seq] = OPS.index(f.op) if f.op is not None else -1
-        if f.start is not None and f.end is not None:
-            starts[seq], ends[seq], has_range[seq] = f.start, f.end, True
-        sources[seq], roles[seq] = f.sources, role_codes.get(f.role, -1)
-        mids[seq], texts[seq] = f.message_id, f.text
-        chars[seq], tokens[seq], is_message[seq] = f.chars, f.tokens, True
+    roles = np.full(n, -1, dtype="int8")
+    roles[at] = [role_codes.get(f.role, -1) for f in fields]
+    mids, texts = np.full(n, None, dtype=object), np.full(n, None, dtype=object)
+    mids[at], texts[at] = [f.message_id for f in fields], [f.text for f in fields]
+    chars, tokens = np.zeros(n, dtype="int64"), np.zeros(n, dtype="int64")
+    chars[at], tokens[at] = [f.chars for f in fields], [f.tokens for f in fields]
+    is_message = np.zeros(n, dtype=bool)
+    is_message[at] = True
     on_surface = np.zeros(n, dtype=bool)
     on_surface[np.array(log.fold.nodes, dtype="int64")] = True
     shadowed_by = np.zeros(n, dtype="int64")

@@ -1,6 +1,6 @@
-"""The fast reader of a stored JSONL log: one typed msgspec pass over the lines, the
-checks of the load pipeline written for the common case, and events left packed in the
-file's bytes until someone asks for one.
+"""The fast reader of a stored JSONL log: one typed msgspec pass over the lines, a few
+MB at a time, the checks of the load pipeline written for the common case, and events
+left packed in the file's bytes until someone asks for one.
 
 `fast_check` accepts a log only when every line passes checks at least as strict as
 the full pipeline's (`scan_bytes` + `check_log`); for anything else (a torn or crash
@@ -9,11 +9,15 @@ where an integer belongs, any broken rule) it returns None and the caller runs t
 pipeline, which finds and names the problem. So the two agree on every log the fast
 reader takes; `tests/test_fast_read.py` compares them log by log.
 
-What is checked here, field by field, is what the full pipeline checks: the envelope,
-the packed rows, the message shapes (SPEC 5.1), the legacy triggers and, through
-`plan_event`, every surface rule. Text the checks do not need (message content, tool
-output, chunk text) is skipped by msgspec, which still checks its JSON syntax; UTF-8 is
-checked separately, only where the bytes are not ASCII. One difference is left: msgspec
+What is checked here is what the full pipeline checks: the envelope, the packed rows,
+the message shapes (SPEC 5.1), the legacy triggers and every surface rule. Rules a type
+can state (safe integers, non-empty names, roles and source kinds, the fields each
+event type may carry) are msgspec types, so a line that breaks one does not decode; the
+rest are checked a stretch of lines at a time: seqs across lines and row members,
+legacy shapes, tool call ids, the appends' sources all at once, and each replace
+through `plan_event`. Text the checks do not need (message content, tool output, chunk
+text) is skipped by msgspec, which still checks its JSON syntax; UTF-8 is checked
+separately, only where the bytes are not ASCII. One difference is left: msgspec
 skips numbers without converting them, so a number too large for a double (`1e400`)
 inside skipped text is reported, as `line-unparsable` with its file, line and seq, when
 that event is first read rather than by `read_log` itself. `read_log(path, check="full")`
@@ -22,12 +26,10 @@ and `surface-lab validate` run the full pipeline and report it up front.
 
 from __future__ import annotations
 
-import gc
 import operator
 import sys
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import reduce
 from itertools import accumulate, chain, compress, count, islice, pairwise, repeat
@@ -40,6 +42,7 @@ from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 from ..chunks import expand_row
 from ..errors import AdmissionError, CorruptLogError
 from ..events import KNOWN_TYPES, ROW_TAGS, SURFACE_SET, Event, freeze_event
+from ..gcpause import gc_paused
 from ..jsonvalue import MAX_SAFE_INTEGER, as_int, dumps
 from ..legacy import upgrade_reason
 from ..repair import interrupted_turn_closers
@@ -260,6 +263,7 @@ def _mask(codes: frozenset[int]) -> bytes:
 
 
 _IS_ROW = _mask(frozenset({_ROW}))
+_EMPTY: dict[str, Any] = {}
 _ROW_AS_CHUNK = bytes(range(255)) + bytes((_CHUNK,))  # a row's members are chunks
 _NOT = bytes((1, 0)) + bytes(254)  # turns a 0/1 mask over
 _IS_SURFACE = _mask(_SURFACE_CODES)
@@ -300,8 +304,8 @@ class EventColumns:
 class _ColumnLists:
     """What the column pass collects, stretch by stretch: of the event lines (in order)
     their times, turns, steps and data sizes; of the packed rows their turns and steps
-    (one per row) and their members' times and data sizes (one per member); and the
-    surface events, by seq, with only the fields the frames read."""
+    (one per row) and their members' times and data sizes (one per member); and what
+    the caller's function made of each surface event, by seq."""
 
     times: list[int]
     turns: list[int | None]
@@ -317,8 +321,9 @@ class _ColumnLists:
 class LogEvents(ReadOnlySequence[Event]):
     """The logical events of a log read by the fast reader: a read-only sequence whose
     events are parsed from the file's bytes when asked for (a packed row is expanded
-    whole and the last few kept). Envelope columns need no parsing: `type_codes` (into
-    `TYPE_NAMES`), `types`, `times`, `turns`, `steps` and `lines`, made on first use."""
+    whole and the last few kept). `type_codes` (into `TYPE_NAMES`), `types`, `lines`
+    and `first_seqs` need no parsing; `columns()` reads times, turns, steps and data
+    sizes in one pass over the lines."""
 
     _what = "event"
 
@@ -327,7 +332,7 @@ class LogEvents(ReadOnlySequence[Event]):
         self._path = path
         self._records = records
         self._row_cache: dict[int, list[Event]] = {}
-        self._columns: dict[str, Any] = {}
+        self._type_codes: bytes | None = None
 
     def __len__(self) -> int:
         return self._records.first_seq[-1]
@@ -370,13 +375,13 @@ class LogEvents(ReadOnlySequence[Event]):
     @property
     def type_codes(self) -> bytes:
         """Each event's type as an index into `TYPE_NAMES`."""
-        if "codes" not in self._columns:
+        if self._type_codes is None:
             import numpy as np
 
             r = self._records
             per_line = np.frombuffer(r.codes.translate(_ROW_AS_CHUNK), dtype=np.uint8)
-            self._columns["codes"] = np.repeat(per_line, np.diff(r.first_seq)).tobytes()
-        return cast(bytes, self._columns["codes"])
+            self._type_codes = np.repeat(per_line, np.diff(r.first_seq)).tobytes()
+        return self._type_codes
 
     @property
     def types(self) -> list[str]:
@@ -391,7 +396,7 @@ class LogEvents(ReadOnlySequence[Event]):
         r = self._records
         lists = _ColumnLists([], [], [], [], [], [], [], [], {})
         view = memoryview(self._data)
-        with _gc_paused():
+        with gc_paused():
             for first, end in _stretches(r.starts):
                 lines = _COLUMN_DECODER.decode_lines(view[r.starts[first] : r.starts[end]])
                 _collect(lists, lines, r.codes[first:end], r.first_seq[first:end],
@@ -477,32 +482,43 @@ def _collect(lists: _ColumnLists, lines: list[Any], codes: bytes | bytearray,
     each is encoded alone. A packed row's members are sized from their texts, the rest
     of their data being the same for the whole row."""
     is_row = codes.translate(_IS_ROW)
-    events = list(compress(lines, is_row.translate(_NOT)))
+    is_event = is_row.translate(_NOT)
+    events = list(compress(lines, is_event))
     raws = [e.data for e in events]
     joined = b"[" + b",".join(raws) + b"]"
     datas = msgspec.json.decode(joined)
     lists.sizes += (map(len, raws) if dumps(datas) == joined
                     else (len(dumps(d)) for d in datas))
     lists.times += map(_TIME_OF, events)
-    lists.turns += _ints(None if d is None else d.get("turn") for d in datas)
-    lists.steps += _ints(None if d is None else d.get("step") for d in datas)
+    objects = [_EMPTY if d is None else d for d in datas]  # data is an object or null
+    lists.turns += _ints(map(dict.get, objects, repeat("turn")))
+    lists.steps += _ints(map(dict.get, objects, repeat("step")))
     if on_surface is not None:
-        is_event = is_row.translate(_NOT)
-        for seq, e, d, on in zip(compress(seqs, is_event), events, datas,
-                                 compress(codes.translate(_IS_SURFACE), is_event), strict=True):
-            if on:
-                event = {"type": TYPE_NAMES[e.code], "seq": seq, "data": d}
-                if e.surfaceOp is not UNSET:
-                    event["surfaceOp"] = e.surfaceOp
-                if e.sourceEventSeqs is not UNSET:
-                    event["sourceEventSeqs"] = e.sourceEventSeqs
-                lists.surface[seq] = on_surface(event)
-    for w in compress(lines, is_row):
-        d = w.data
-        lists.row_turns.append(d.turn)
-        lists.row_steps.append(d.step)
-        lists.member_times += accumulate(d.dt, initial=w.time)
-        lists.member_sizes += _member_sizes(d, w.delta)
+        on = codes.translate(_IS_SURFACE)
+        of_events = bytes(compress(on, is_event))  # which event lines are surface ones
+        for seq, e, d in zip(compress(seqs, on), compress(events, of_events),
+                             compress(datas, of_events), strict=True):
+            event = {"type": TYPE_NAMES[e.code], "seq": seq, "data": d}
+            if e.surfaceOp is not UNSET:
+                event["surfaceOp"] = e.surfaceOp
+            if e.sourceEventSeqs is not UNSET:
+                event["sourceEventSeqs"] = e.sourceEventSeqs
+            lists.surface[seq] = on_surface(event)
+    rows = list(compress(lines, is_row))
+    lists.row_turns += (w.data.turn for w in rows)
+    lists.row_steps += (w.data.step for w in rows)
+    for w in rows:
+        lists.member_times += accumulate(w.data.dt, initial=w.time)
+    texts = [item for w in rows for item in w.data.items]
+    # Encoded, a list of texts takes 3 bytes per text besides the characters (quotes and
+    # comma) and 1 more ("[]" less a comma) exactly when every character is ASCII and
+    # none is escaped: then each text's size is its length plus the quotes.
+    plain = len(dumps(texts)) == sum(map(len, texts)) + 3 * len(texts) + 1
+    for w in rows:
+        base = _member_base(w.data, w.delta)
+        items = w.data.items
+        lists.member_sizes += (map(operator.add, map(len, items), repeat(base + 2)) if plain
+                               else (base + len(dumps(item)) for item in items))
 
 
 def _ints(values: Iterable[Any]) -> list[int | None]:
@@ -511,9 +527,8 @@ def _ints(values: Iterable[Any]) -> list[int | None]:
             else as_int(v) for v in values]
 
 
-def _member_sizes(d: Any, delta: str) -> Iterator[int]:
-    """The data size of each member of a packed row: the row's data with an empty text,
-    plus the encoded text (its length and the quotes when no character is escaped)."""
+def _member_base(d: Any, delta: str) -> int:
+    """The data size of a packed row's member, less its encoded text."""
     if isinstance(d, _ColumnToolRow):
         chunk: dict[str, Any] = {"type": "tool-call-delta", "index": d.index, "id": d.id}
         if d.name is not UNSET:
@@ -521,16 +536,7 @@ def _member_sizes(d: Any, delta: str) -> Iterator[int]:
         chunk["argumentsDelta"] = ""
     else:
         chunk = {"type": delta, "index": d.index, "text": ""}
-    base = len(dumps({"turn": d.turn, "step": d.step, "chunk": chunk})) - 2
-    items = d.items
-    text = "".join(items)
-    if text.isascii() and len(dumps(items)) == len(text) + 3 * len(items) + 1:
-        return map(operator.add, map(len, items), repeat(base + 2))
-    return (base + len(dumps(item)) for item in items)
-
-
-def _as_int(value: Any) -> int | None:
-    return None if value is UNSET else as_int(value)
+    return len(dumps({"turn": d.turn, "step": d.step, "chunk": chunk})) - 2
 
 
 class LineNumbers(ReadOnlySequence[int]):
@@ -689,19 +695,6 @@ def _decoded(data: bytes, starts: list[int]) -> Iterator[tuple[int, list[Any]]]:
         yield first, records
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No garbage collection while a few hundred thousand acyclic objects are built:
-    the collector would otherwise walk them again and again (half the decode time)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 Checked = tuple["LogEvents", "PlanList", FoldResult, list[Event]]
 
 
@@ -714,7 +707,7 @@ def fast_check(data: bytes, path: str, header_end: int,
         (events, plans, fold, closers) when the log passes, else None: then the full
         pipeline must read it. `note` receives the same notes `check_log` would add.
     """
-    with _gc_paused():
+    with gc_paused():
         return _fast_check(data, path, header_end, note)
 
 
