@@ -166,10 +166,12 @@ def thaw(value: Any) -> Any:
 def json_equal(a: Any, b: Any) -> bool:
     """JSON equality (SPEC 4.1 step 7): unordered object keys, ordered arrays, numbers by
     value, and a boolean never equal to a number. The same compact text is the same
-    value, so equal encodings answer at once; only different ones are compared
-    member by member (keys in another order, 1 and 1.0)."""
+    value, so equal encodings answer at once; others are compared member by member (keys
+    in another order, 1 and 1.0), and so is any text with a null in it (NaN and the
+    infinities, which are not JSON, encode as null too)."""
     try:
-        if dumps(a) == dumps(b):
+        text = dumps(a)
+        if b"null" not in text and text == dumps(b):
             return True
     except (TypeError, ValueError):  # not JSON: the walk below says how it differs
         pass

@@ -8,6 +8,7 @@ import pytest
 from builders import assistant_data, ev, replace, tool_data, user, user_msg
 
 from surface_lab import AdmissionError, Session, SurfaceLabError, fold_surface
+from surface_lab.jsonvalue import json_equal
 
 # A base log: user 0, assistant 1 (one call), tool/call 2, tool/result 3.
 BASE: list[dict[str, Any]] = [
@@ -208,6 +209,19 @@ class TestFold:
         rewrite = ev(4, "tool/result", {**tool_data("c1", "x"), "meta": {"k": [1.0, 2], "n": 1.0}},
                      op=(3, 3), sources=[3])
         assert fold_surface([*BASE[:3], original, rewrite]).nodes == [0, 1, 4]
+
+    @pytest.mark.parametrize("a,b,equal", [
+        ({"k": [1, 2], "n": 1}, {"n": 1, "k": [1, 2]}, True),  # key order
+        ({"n": 1}, {"n": 1.0}, True),
+        ({"n": True}, {"n": 1}, False),
+        ({"n": None}, {}, False),
+        ({"n": None}, {"n": None}, True),
+        ([float("nan")], [None], False),  # not JSON, though both encode as null
+        ([float("nan")], [float("nan")], False),
+        ({"t": "null"}, {"t": "null"}, True),
+    ])
+    def test_json_equality(self, a: Any, b: Any, equal: bool) -> None:
+        assert json_equal(a, b) is equal and json_equal(b, a) is equal
 
     def test_the_fold_checks_only_the_surface(self) -> None:
         odd = {"type": "user/message", "seq": 0, "data": None, "surfaceOp": "append"}

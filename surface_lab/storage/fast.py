@@ -67,8 +67,8 @@ _CODE = {name: code for code, name in enumerate(TYPE_NAMES)}
 _CHUNK = _CODE["assistant/chunk"]
 _TURN_START, _TURN_END = _CODE["turn/start"], _CODE["turn/end"]
 _ASSISTANT, _TOOL_RESULT = _CODE["assistant/message"], _CODE["tool/result"]
-# Deeper than this goes to the full pipeline (whose `freeze` refuses past MAX_DEPTH 400);
-# only a line with this many brackets can be, and only those are parsed to see.
+# A line nested deeper than this goes to the full pipeline (whose `freeze` refuses past
+# MAX_DEPTH 400); see `_decoded` for how it is found.
 _MAX_DEPTH = 300
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _UTF8_BLOCK = 1 << 14
@@ -220,8 +220,8 @@ _DECODER = msgspec.json.Decoder(reduce(operator.or_, [
     *map(_event_struct, TYPE_NAMES), *map(_row_struct, sorted(ROW_TAGS))]))
 
 
-# The column pass (run when a frame first asks): each line's time and data, a surface
-# event's marker and sources, and a packed row's fields; nothing is checked again.
+# The column pass (run for each frame): each line's time and data (as its bytes), a
+# surface event's marker and sources, and a packed row's fields; nothing is checked again.
 
 
 class _ColumnRow(_Plain):
