@@ -169,6 +169,32 @@ def test_dropping_or_repeating_lines_gets_the_same_answer(tmp_path: Path) -> Non
     _agree(_write(tmp_path, [*lines[:3], b"   \n", *lines[3:]]))
 
 
+@pytest.mark.parametrize("kind,edits", [(case[0], case[1:]) for case in [
+    ("turn/start", b'"data":{', b'"data":{"trigger":"user",'),
+    ("turn/end", b'{"kind":"completed"}', b'{"kind":"disposed"}'),
+    ("turn/end", b'{"kind":"completed"}', b'{"kind":"aborted"}'),
+    ("turn/end", b'{"kind":"completed"}', b'{"kind":"error","failure":{"message":"x"}}'),
+    ("turn/end", b'{"kind":"completed"}', b'{"kind":"error"}'),  # refused
+    ("turn/end", b'{"kind":"completed"}', b'"done"'),  # not an object: current
+    ("request/context", b'"type":"request/context","seq":',
+     b'"type":"request/header","seq":'),
+    ("request/context", b'"type":"request/context","seq":',  # retired
+     b'"type":"request/header","seq":', b'"data":{', b'"data":{"reason":"fallback",'),
+    ("request/context", b'"type":"request/context","seq":',
+     b'"type":"request/header","seq":', b'"data":{', b'"data":{"reason":"other",'),
+]])
+def test_legacy_shapes_get_the_same_answer(
+        tmp_path: Path, kind: str, edits: tuple[bytes, ...], reader: str) -> None:
+    lines = _lines("long-compaction")
+    hits = [i for i, line in enumerate(lines) if f'"type":"{kind}"'.encode() in line]
+    for i in hits[:1] + hits[-1:]:
+        line = lines[i]
+        for old, new in zip(edits[::2], edits[1::2], strict=True):
+            line = line.replace(old, new, 1)
+        assert line != lines[i]
+        _agree(_write(tmp_path, [*lines[:i], line, *lines[i + 1 :]]))
+
+
 def test_records_must_match_lines_one_to_one(tmp_path: Path, reader: str) -> None:
     """Two records joined on one line, and one record split over two lines (elsewhere,
     so the counts still agree): each line must hold exactly one record."""

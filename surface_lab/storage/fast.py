@@ -89,6 +89,8 @@ _NAME = Annotated[str, Meta(min_length=1)]
 # time is safe whenever `time0 + members * 2**31` is (other gaps go to the full pipeline).
 _GAP_LIMIT = 1 << 31
 _GAP = Annotated[int, Meta(ge=0, lt=_GAP_LIMIT)]
+# No value is of this type: a field so typed must be absent.
+_ABSENT = Annotated[int, Meta(ge=1, le=0)]
 
 
 class _Plain(Struct, gc=False):
@@ -101,7 +103,7 @@ class _Object(_Plain):
 
 
 class _TurnStart(_Plain):
-    trigger: Any = UNSET  # a legacy field (SPEC 7.3 step 2)
+    trigger: _ABSENT | UnsetType = UNSET  # a legacy field (SPEC 7.3 step 2)
 
 
 class _TurnEnd(_Plain):
@@ -254,7 +256,7 @@ def _column_struct(tag: str) -> type[Struct]:
 _COLUMN_DECODER = msgspec.json.Decoder(reduce(operator.or_, map(
     _column_struct, [*TYPE_NAMES, *sorted(ROW_TAGS)])))
 _SURFACE_CODES = frozenset(_CODE[name] for name in SURFACE_SET)
-_LEGACY_CODES = frozenset(_CODE[name] for name in ("turn/start", "turn/end", "request/header"))
+_LEGACY_CODES = frozenset(_CODE[name] for name in ("turn/end", "request/header"))
 
 
 def _mask(codes: frozenset[int]) -> bytes:
@@ -762,24 +764,21 @@ def _envelopes(kept: _Records, records: list[Any]) -> bytes | None:
         return None
 
     # No legacy shape of SPEC 7.3 step 2, no retired request/header fallback.
-    if not all(_current(TYPE_NAMES[codes[k]], records[k].data)
-               for k in compress(count(), codes.translate(_IS_LEGACY))):
+    if not all(map(_current, compress(records, codes.translate(_IS_LEGACY)))):
         return None
     kept.codes += codes
     kept.first_seq += first_seq[1:]
     return codes
 
 
-def _current(kind: str, data: Any) -> bool:
-    """No legacy shape of SPEC 7.3 step 2 (which `check_log` would upgrade) and no
-    retired request/header fallback (which it refuses)."""
-    if data is None:
+def _current(record: Any) -> bool:
+    """No legacy turn/end reason of SPEC 7.3 step 2 (which `check_log` would upgrade) and
+    no retired request/header fallback (which it refuses); a turn/start's legacy
+    `trigger` cannot decode."""
+    data = record.data
+    if data is None or data.reason is UNSET:
         return True
-    if kind == "turn/start":
-        return data.trigger is UNSET
-    if kind == "turn/end":
-        if data.reason is UNSET:
-            return True
+    if record.code == _TURN_END:
         try:
             return upgrade_reason({}, data.reason)[1] is None
         except (AdmissionError, CorruptLogError):
