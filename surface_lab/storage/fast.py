@@ -668,10 +668,12 @@ def _decoded(data: bytes, starts: list[int]) -> Iterator[tuple[int, list[Any]]]:
 
     On CPython 3.11 msgspec counts its nesting against the interpreter's recursion
     limit, so the limit is lowered to this frame's depth plus `_MAX_DEPTH` around each
-    decode (which holds the GIL throughout) and a line nested deeper fails to decode. A
-    probe at the same depth first checks that the interpreter counts that way (later
-    versions count C recursion apart); if it does not, the lines with enough brackets to
-    be that deep are looked at one by one.
+    decode and a line nested deeper fails to decode. The decode holds the GIL, but the
+    limit is process-wide: a thread that gets to run in the few bytecodes around it sees
+    the lower limit too (which matters only to a thread some 300 frames deep). A probe
+    at the same depth first checks that the interpreter counts that way (later versions
+    count C recursion apart); if it does not, the lines with enough brackets to be that
+    deep are looked at one by one.
 
     Raises:
         msgspec.DecodeError, RecursionError: a line the fast reader does not take.
