@@ -109,14 +109,6 @@ def _surface_fields(event: Event) -> _SurfaceFields:
         chars, tokens)
 
 
-def _nullable(values: Sequence[int | None]) -> pd.arrays.IntegerArray:
-    """An Int64 array from ints and Nones, without a Python pass per value."""
-    raw = np.array(values, dtype=object)
-    mask = raw == None  # noqa: E711  # elementwise: which values are missing
-    raw[mask] = 0
-    return pd.arrays.IntegerArray(raw.astype("int64"), mask.astype(bool))
-
-
 def _event_arrays(log: LogData, events: LogEvents) -> dict[str, Any]:
     """The `events_df` columns of a log the fast reader kept packed: envelope columns
     straight from the reader, message fields from the surface events alone, and the
