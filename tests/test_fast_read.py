@@ -4,6 +4,7 @@ every log it cannot vouch for to that pipeline (which then names the problem).""
 from __future__ import annotations
 
 import random
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -193,6 +194,17 @@ def test_legacy_shapes_get_the_same_answer(
             line = line.replace(old, new, 1)
         assert line != lines[i]
         _agree(_write(tmp_path, [*lines[:i], line, *lines[i + 1 :]]))
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12),
+                    reason="the recursion limit bounds msgspec's nesting on 3.11 only")
+def test_the_recursion_limit_alone_keeps_a_deep_line_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fast, "_maybe_too_deep", lambda *_: False)  # no bracket count
+    lines = _lines("chat")
+    deep = b'"data":{"deep":' + b"[" * 450 + b"]" * 450 + b","
+    lines[2] = lines[2].replace(b'"data":{', deep, 1)
+    assert not _agree(_write(tmp_path, lines))  # the full pipeline refuses it too
 
 
 def test_records_must_match_lines_one_to_one(tmp_path: Path, reader: str) -> None:
