@@ -10,7 +10,7 @@ from typing import Any
 from .events import ROW_TAGS, Event
 from .jsonvalue import MAX_SAFE_INTEGER, FrozenDict, as_int
 
-__all__ = ["MIN_PACKED_RUN", "RowError", "expand_row", "pack_records"]
+__all__ = ["MIN_PACKED_RUN", "RowError", "expand_row", "member_chunk", "pack_records"]
 
 MIN_PACKED_RUN = 3
 
@@ -150,19 +150,27 @@ def expand_row(record: Mapping[str, Any], *, fixture: bool = False,
         times.append(times[-1] + g)
         if abs(times[-1]) > MAX_SAFE_INTEGER:
             raise RowError("a member time is not a safe integer")
-    delta = _DELTA_OF_TAG[tag]
     events = []
     for k, item in enumerate(items):
-        if is_tool:
-            chunk: dict[str, Any] = {"type": delta, "index": index, "id": data["id"]}
-            if "name" in data:
-                chunk["name"] = data["name"]
-            chunk["argumentsDelta"] = item
-        else:
-            chunk = {"type": delta, "index": index, "text": item}
+        chunk = member_chunk(tag, index, item, data.get("id"), data.get("name"))
         events.append(FrozenDict({
             "type": "assistant/chunk", "seq": seq0 + k, "time": times[k],
             "data": FrozenDict({"turn": turn, "step": step, "chunk": FrozenDict(chunk)}),
         }))
     return events
+
+
+def member_chunk(tag: str, index: int, item: str, call_id: str | None = None,
+                 name: str | None = None) -> dict[str, Any]:
+    """The `chunk` of one member of a packed row of type `tag`: the row's delta type and
+    index and the member's text; a tool-call row's members also carry its call id and
+    (when the row has one) name, and their text is the arguments delta."""
+    delta = _DELTA_OF_TAG[tag]
+    if tag != "tool-call-chunks":
+        return {"type": delta, "index": index, "text": item}
+    chunk: dict[str, Any] = {"type": delta, "index": index, "id": call_id}
+    if name is not None:
+        chunk["name"] = name
+    chunk["argumentsDelta"] = item
+    return chunk
 

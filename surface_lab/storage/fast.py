@@ -39,7 +39,7 @@ from typing import Annotated, Any, Literal, cast
 import msgspec
 from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 
-from ..chunks import expand_row
+from ..chunks import expand_row, member_chunk
 from ..errors import AdmissionError, CorruptLogError
 from ..events import KNOWN_TYPES, ROW_TAGS, SURFACE_SET, Event, freeze_event
 from ..gcpause import gc_paused
@@ -245,7 +245,7 @@ def _column_struct(tag: str) -> type[Struct]:
         data = _ColumnToolRow if tag == "tool-call-chunks" else _ColumnRow
         return msgspec.defstruct(f"Column_{tag.replace('-', '_')}", [
             ("time", int, msgspec.field(name="time0")), ("data", data)], tag_field="type",
-            tag=tag, gc=False, namespace={"delta": tag.replace("-chunks", "-delta")})
+            tag=tag, gc=False, namespace={"tag": tag})
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = [("time", int), ("data", Raw)]
     if tag in SURFACE_SET:
         fields += [("surfaceOp", Any, UNSET), ("sourceEventSeqs", Any, UNSET)]
@@ -517,7 +517,7 @@ def _collect(lists: _ColumnLists, lines: list[Any], codes: bytes | bytearray,
     # none is escaped: then each text's size is its length plus the quotes.
     plain = len(dumps(texts)) == sum(map(len, texts)) + 3 * len(texts) + 1
     for w in rows:
-        base = _member_base(w.data, w.delta)
+        base = _member_base(w.data, w.tag)
         items = w.data.items
         lists.member_sizes += (map(operator.add, map(len, items), repeat(base + 2)) if plain
                                else (base + len(dumps(item)) for item in items))
@@ -529,15 +529,12 @@ def _ints(values: Iterable[Any]) -> list[int | None]:
             else as_int(v) for v in values]
 
 
-def _member_base(d: Any, delta: str) -> int:
-    """The data size of a packed row's member, less its encoded text."""
+def _member_base(d: Any, tag: str) -> int:
+    """The data size of a member of a packed row of type `tag`, less its encoded text."""
     if isinstance(d, _ColumnToolRow):
-        chunk: dict[str, Any] = {"type": "tool-call-delta", "index": d.index, "id": d.id}
-        if d.name is not UNSET:
-            chunk["name"] = d.name
-        chunk["argumentsDelta"] = ""
+        chunk = member_chunk(tag, d.index, "", d.id, None if d.name is UNSET else d.name)
     else:
-        chunk = {"type": delta, "index": d.index, "text": ""}
+        chunk = member_chunk(tag, d.index, "")
     return len(dumps({"turn": d.turn, "step": d.step, "chunk": chunk})) - 2
 
 
