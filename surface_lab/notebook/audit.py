@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..evidence import find_lost_evidence
 from ..facts import DEFAULT_RULES, FactRules, facts_at_risk, find_mentions
 from ..surface import REPLACE, apply_plan
 from .frames import brackets, replacements_df
@@ -32,7 +33,8 @@ def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True,
     """One row per replace: the `replacements_df` columns plus `shadowed_type_counts`,
     `facts_at_risk` (mentions `rules` find in the shadowed content, noise removed, that
     neither the replacement nor the rest of the surface just after it shows; best
-    first), `n_at_risk` and `saved_tokens`.
+    first), `n_at_risk`, `saved_tokens` and `lost_evidence` (how many later actions show
+    the agent needed what this replace hid: `lost_evidence_df`).
     `recorded_matches` is False where a trace's shadowedSeqs disagree with the fold."""
     log = load_source(source, strict=strict, progress=progress)
     frame = replacements_df(log) if strict else replacements_df(log, strict=False)[0]
@@ -57,6 +59,9 @@ def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True,
     frame["facts_at_risk"] = [at_risk[int(seq)] for seq in frame["seq"]]
     frame["n_at_risk"] = frame["facts_at_risk"].map(len).astype("int64")
     frame["saved_tokens"] = (frame["tokens_before"] - frame["tokens_after"]).astype("int64")
+    lost = Counter(e.replace_seq for e in find_lost_evidence(log.events, log.plans))
+    frame["lost_evidence"] = pd.Series([lost[int(s)] for s in frame["seq"]], dtype="int64",
+                                       index=frame.index)
     return frame if strict else (frame, log.problems)
 
 
