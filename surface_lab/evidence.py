@@ -20,7 +20,7 @@ __all__ = ["KINDS", "LostEvidence", "find_lost_evidence", "plan_log"]
 
 KINDS = ("repeated-call", "same-target", "re-asked")
 _PATH = next(k for k in DEFAULT_RULES.kinds if k.name == "path").regex
-_QUESTION = re.compile(r"[^.!?\n]*\?")
+_QUESTION = re.compile(r"(?:[^.!?\n]|\.(?=\S))*\?")  # a dot inside a name is no stop
 
 
 @dataclass(frozen=True)
