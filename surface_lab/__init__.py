@@ -17,7 +17,7 @@ from .evidence import LostEvidence, find_lost_evidence
 from .facts import DEFAULT_RULES, FactRules, Mention, facts_at_risk, find_mentions
 from .messages import DerivedMessages, derive_messages
 from .policies import Compact, MaskObservations, PolicyView, Prune, Rewrite, replay_policy
-from .read import LogReading, read_log
+from .reading.read import LogReading, read_log
 from .repair import interrupted_turn_closers
 from .session import Session
 from .surface import FoldResult, Plan, Replacement, fold_surface, plan_event

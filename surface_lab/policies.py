@@ -21,7 +21,7 @@ from .agent.compaction import (
 from .errors import AdmissionError
 from .events import SURFACE_TYPES, Event, mapping_at
 from .messages import message_text
-from .read import LogReading, read_log
+from .reading.read import LogReading, read_log
 from .session import Session
 from .storage.jsonl import JsonlStore
 from .tokens import Tokenizer, count_tokens
