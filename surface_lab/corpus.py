@@ -30,7 +30,7 @@ __all__ = ["SCHEMA_VERSION", "Corpus", "Task", "events", "map_sessions", "open",
            "to_parquet", "write_chunk"]
 
 SCHEMA_VERSION = 1
-TABLES = ("sessions", "events", "replaces", "replace_members", "mentions")
+TABLES = ("sessions", "events", "replaces", "replace_members", "mentions", "lost_evidence")
 MANIFEST = "manifest.json"
 LOG_SUFFIXES = (".jsonl", ".jsonl.zstd", ".json")
 
@@ -185,6 +185,7 @@ def _schemas() -> dict[str, Any]:
             ("restored", flag)]),
         "mentions": pa.schema([
             ("session_id", text), ("replace_seq", integer), ("ident", text)]),
+        "lost_evidence": _lost_evidence_schema(pa),
     }
 
 
@@ -282,14 +283,36 @@ def _task_columns(task: Task) -> dict[str, dict[str, list[Any]]]:
                 for key, value in (("session_id", session_id), ("replace_seq", seq),
                                    ("ident", ident)):
                     tables["mentions"][key].append(value)
+        _add_lost_evidence(tables["lost_evidence"], log, session_id)
     return tables
+
+
+def _lost_evidence_schema(pa: Any) -> Any:
+    text, integer = pa.string(), pa.int64()
+    return pa.schema([
+        ("session_id", text), ("seq", integer), ("kind", text), ("replace_seq", integer),
+        ("hidden_seq", integer), ("turn", integer), ("tool", text), ("detail", text),
+        ("events_after", integer)])
+
+
+def _add_lost_evidence(table: dict[str, list[Any]], log: Any, session_id: str) -> None:
+    """The `lost_evidence` rows of one session: each action after a replace that shows
+    the agent needed what it hid (`surface_lab.evidence`)."""
+    from .evidence import find_lost_evidence
+
+    for found in find_lost_evidence(log.events, log.plans) if log.fold.replacements else []:
+        row = {"session_id": session_id, **{k: getattr(found, k) for k in table
+                                            if k != "session_id"}}
+        for key in table:
+            table[key].append(row[key])
 
 
 def _sort_key(name: str) -> list[tuple[str, str]]:
     keys = {"sessions": ["session_id", "source"], "events": ["session_id", "seq"],
             "replaces": ["session_id", "seq"],
             "replace_members": ["session_id", "replace_seq", "shadowed_seq"],
-            "mentions": ["session_id", "replace_seq", "ident"]}[name]
+            "mentions": ["session_id", "replace_seq", "ident"],
+            "lost_evidence": ["session_id", "seq", "replace_seq"]}[name]
     return [(k, "ascending") for k in keys]
 
 
@@ -395,8 +418,8 @@ def to_parquet(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[str
                out: str | os.PathLike[str], *, engine: str = "serial", client: Any = None,
                workers: int | None = None, task_mb: float = 64,
                progress: bool = False) -> Manifest:
-    """Build a Parquet dataset of `sessions`, `events`, `replaces`, `replace_members` and
-    `mentions` (facts at risk) from many logs.
+    """Build a Parquet dataset of `sessions`, `events`, `replaces`, `replace_members`,
+    `mentions` (facts at risk) and `lost_evidence` (evidence of loss) from many logs.
 
     Args:
         sources: paths, globs, folders and SQLite databases; other agents' logs are
