@@ -31,8 +31,8 @@ class LostEvidence:
         seq: the assistant message that acted.
         kind: `repeated-call` (the same tool with the same arguments as a call whose
             result was hidden), `same-target` (the same tool on a file or command a hidden
-            result was about) or `re-asked` (a question to the user about something only
-            hidden user or context text said).
+            result was about) or `re-asked` (a question naming something a user or context
+            message said that is hidden as a whole, even if a summary kept the name).
         replace_seq: the replace that hid the earlier content.
         hidden_seq: the hidden event (the earlier tool result or user message).
         turn: data.turn of the acting message, when recorded.

@@ -17,7 +17,8 @@ import pytest
 from nbclient import NotebookClient
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-NAMES = ["01_tour", "02_audit_compaction", "03_debug_replay", "04_other_agents"]
+NAMES = ["01_tour", "02_audit_compaction", "03_debug_replay", "04_other_agents",
+         "06_compare_policies"]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update",

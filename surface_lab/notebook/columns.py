@@ -115,8 +115,8 @@ SCHEMAS: dict[str, list[Column]] = {
         Column("kind", _cat(EVIDENCE), "repeated-call (same tool, same arguments as a call "
                                        "whose result was hidden), same-target (same tool "
                                        "on a file or command a hidden result was about) "
-                                       "or re-asked (a question about something only "
-                                       "hidden user or context text said)"),
+                                       "or re-asked (a question naming something a "
+                                       "hidden user or context message said)"),
         Column("replace_seq", INT, "the replace that hid the earlier content"),
         Column("replace_kind", _cat(KINDS), "its kind, as in replacements_df"),
         Column("hidden_seq", INT, "the hidden event (tool result or user message)"),

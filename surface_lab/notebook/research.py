@@ -18,7 +18,7 @@ from ..surface import REPLACE, apply_plan
 from ..tokens import Tokenizer, request_tokens
 from .audit import compaction_audit
 from .columns import frame_from_columns
-from .frames import replacement_columns
+from .frames import brackets, replacement_columns
 from .plots import OKABE_ITO
 from .source import LogData, load_source
 
@@ -53,7 +53,8 @@ def lost_evidence_df(source: Any, *, strict: bool = True, progress: bool = True)
 
 def tokens_df(source: Any, *, tokenizer: Tokenizer | None = None, strict: bool = True,
               progress: bool = True) -> Any:
-    """One row per model request (each assistant message): the surface it was sent with
+    """One row per model request (each assistant message but the copies an importer's
+    compaction bracket re-appends): the surface it was sent with
     counted by the 4-characters estimate and by `tokenizer` (a callable text -> count),
     the usage the log recorded, and the best input figure with its source."""
     log = load_source(source, strict=strict, progress=progress)
@@ -82,11 +83,15 @@ def _field(log: LogData, seq: int, key: str) -> int | None:
 
 
 def _requests(log: LogData, tokenizer: Tokenizer | None) -> list[Any]:
+    """The request of every appended assistant message, but an importer's copies (the
+    messages a compaction bracket re-appends)."""
+    copies = {s for b in brackets(log.events) for s in range(b.start, b.end)}
     nodes: list[int] = []
     cache: dict[int, tuple[int, int | None]] = {}
     out = []
     for plan in log.plans:
-        if log.events[plan.seq]["type"] == "assistant/message" and plan.kind != REPLACE:
+        if log.events[plan.seq]["type"] == "assistant/message" and plan.kind != REPLACE \
+                and plan.seq not in copies:
             out.append(request_tokens(log.events, nodes, plan.seq, tokenizer, cache))
         nodes = apply_plan(nodes, plan)
     return out
