@@ -13,6 +13,7 @@ from surface_lab import Compact, MaskObservations
 from surface_lab.importers import import_any
 from surface_lab.notebook import (
     SCHEMAS,
+    audit_report,
     compaction_audit,
     compare_policies,
     lost_evidence_df,
@@ -44,6 +45,11 @@ class TestLostEvidence:
         counted = frame.groupby("replace_seq").size()
         assert all(counted.get(s, 0) == n for s, n in zip(audit["seq"],
                                                           audit["lost_evidence"], strict=True))
+
+    def test_the_report_shows_the_count(self, tmp_path: Path) -> None:
+        result = audit_report(LONG, tmp_path)
+        assert " redone" in result["summary"].splitlines()[0]
+        assert "· 3 redone</summary>" in result["html"].read_text()
 
     def test_a_log_without_replaces_gives_an_empty_frame(self) -> None:
         frame = lost_evidence_df(CHAT)

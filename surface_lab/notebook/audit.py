@@ -79,14 +79,15 @@ def failed_compactions(source: Any) -> list[dict[str, Any]]:
 
 def _summary_table(audit: pd.DataFrame) -> str:
     header = (f"{'seq':>6} {'kind':<10} {'id':<10} {'hid':>4} {'tokens':>15} "
-              f"{'at risk':>7}  replays")
+              f"{'at risk':>7} {'redone':>6}  replays")
     rows = [header, "-" * len(header)]
     for row in _records(audit):
         replays = "-" if pd.isna(row["recorded_matches"]) else (
             "yes" if row["recorded_matches"] else "NO")
         tokens = f"{row['tokens_before']} -> {row['tokens_after']}"
         rows.append(f"{row['seq']:>6} {row['kind']:<10} {_text(row['compaction_id']):<10} "
-                    f"{row['n_shadowed']:>4} {tokens:>15} {row['n_at_risk']:>7}  {replays}")
+                    f"{row['n_shadowed']:>4} {tokens:>15} {row['n_at_risk']:>7} "
+                    f"{row['lost_evidence']:>6}  {replays}")
     return "\n".join(rows)
 
 
@@ -159,10 +160,13 @@ def _report_html(log: LogData, audit: pd.DataFrame, failed: list[dict[str, Any]]
              "<p style='max-width:900px;color:#444'>A <b>replace</b> puts one event in the "
              "place of a run of the surface (what the model sees); the entries it removes are "
              "<b>shadowed</b>: still in the log, no longer sent to the model. <b>Facts at "
-             "risk</b> are identifiers (paths, URLs, code symbols, numbers) in the shadowed "
-             "entries that neither the replacement nor the rest of the surface still "
-             "mentions. <b>Replays</b> says whether the entries a compaction recorded as "
-             "shadowed are exactly the ones the fold removes.</p>"]
+             "risk</b> are mentions (paths, URLs, errors, decisions, symbols; counters, "
+             "ids and repeated log lines left out) in the shadowed entries that neither the "
+             "replacement nor the rest of the surface still shows. <b>Redone</b> counts "
+             "the later actions that show the agent needed what a replace hid (a repeated "
+             "call, the same file again, a question asked again). <b>Replays</b> says "
+             "whether the entries a compaction recorded as shadowed are exactly the ones "
+             "the fold removes.</p>"]
     mismatched = audit[audit["recorded_matches"].fillna(True).eq(False)]
     if len(mismatched):
         parts.append(f"<p class='bad'>{len(mismatched)} recorded decision(s) do not replay: "
@@ -190,7 +194,8 @@ def _report_html(log: LogData, audit: pd.DataFrame, failed: list[dict[str, Any]]
             f"{esc(_n(row['n_shadowed'], 'entry'))} "
             f"({esc(_counts(row['shadowed_type_counts']))}) · {esc(row['tokens_before'])} → "
             f"{esc(row['tokens_after'])} tokens · {esc(row['n_at_risk'])} facts at risk"
-            f"</summary><p>Recorded decision replays: {esc(replays)}. Facts at risk: "
+            f" · {esc(row['lost_evidence'])} redone</summary><p>Recorded decision "
+            f"replays: {esc(replays)}. Facts at risk: "
             f"<code>{esc(risk)}</code></p><p><b>Replaced by</b></p>"
             + message_card(events[int(row["seq"])], tags=("replacement",))
             + "<p><b>Shadowed</b></p>"
