@@ -7,20 +7,20 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .events import Event, message_of
 from .facts import DEFAULT_RULES, author_of, find_mentions
 from .messages import message_text
-from .surface import REPLACE, Plan, apply_plan, plan_event
+from .surface import LOG_ONLY, REPLACE, Plan, apply_plan, plan_event
 
 __all__ = ["KINDS", "LostEvidence", "find_lost_evidence", "plan_log"]
 
 KINDS = ("repeated-call", "same-target", "re-asked")
 _PATH = next(k for k in DEFAULT_RULES.kinds if k.name == "path").regex
-_QUESTION = re.compile(r"(?:[^.!?\n]|\.(?=\S))*\?")  # a dot inside a name is no stop
+_STOP = re.compile(r"\?|[.!](?=\s|$)|\n")  # a sentence's end; a dot inside a name is none
 
 
 @dataclass(frozen=True)
@@ -122,113 +122,132 @@ def find_lost_evidence(events: Sequence[Event], plans: Sequence[Plan] | None = N
         events: a valid log (seqs from 0).
         plans: each event's plan, when already computed (as `LogData.plans`).
     """
-    plans = list(plans) if plans is not None else plan_log(events)
+    walk = _Walk(events)
     nodes: list[int] = []
-    hidden_by: dict[int, int] = {}
-    calls: dict[str, _Call] = {}  # call id -> call
-    latest: dict[str, _Call] = {}  # name + arguments -> the latest such call
-    by_target: dict[tuple[str, str], _Call] = {}
-    asked: list[int] = []  # user and context messages, in order
-    out: list[LostEvidence] = []
-    for plan in plans:
+    for plan in plans if plans is not None else plan_log(events):
+        if plan.kind == LOG_ONLY:  # only surface events act or answer; leave chunks packed
+            continue
         event = events[plan.seq]
         if plan.kind == REPLACE:
             for s in plan.shadowed:
-                hidden_by.setdefault(s, plan.seq)
-        if event["type"] == "assistant/message" and hidden_by:
-            out += _check(events, plan.seq, nodes, hidden_by, latest, by_target, asked)
+                walk.hidden_by.setdefault(s, plan.seq)
+        if event["type"] == "assistant/message" and walk.hidden_by:
+            walk.check(event, plan.seq, nodes)
         nodes = apply_plan(nodes, plan)
-        _record(events, event, plan.seq, calls, latest, by_target, asked)
-    return out
+        walk.record(event, plan.seq)
+    return walk.found
 
 
-def _record(events: Sequence[Event], event: Event, seq: int, calls: dict[str, _Call],
-            latest: dict[str, _Call], by_target: dict[tuple[str, str], _Call],
-            asked: list[int]) -> None:
-    kind = event["type"]
-    if kind == "assistant/message":
+class _Walk:
+    """The state of one pass: calls seen, what each replace hid, texts read once."""
+
+    def __init__(self, events: Sequence[Event]) -> None:
+        self.events = events
+        self.hidden_by: dict[int, int] = {}
+        self.calls: dict[str, _Call] = {}  # call id -> call
+        self.latest: dict[str, _Call] = {}  # name + arguments -> the latest such call
+        self.by_target: dict[tuple[str, str], _Call] = {}
+        self.asked: list[int] = []  # user and context messages, in order
+        self.texts: dict[int, str] = {}
+        self.found: list[LostEvidence] = []
+
+    def text(self, seq: int) -> str:
+        if seq not in self.texts:
+            self.texts[seq] = message_text(self.events[seq])
+        return self.texts[seq]
+
+    def record(self, event: Event, seq: int) -> None:
+        kind = event["type"]
+        if kind == "assistant/message":
+            for block in _blocks(event):
+                if block.get("type") != "tool-call":
+                    continue
+                name, arguments = str(block.get("name")), block.get("arguments")
+                call = _Call(name, f"{name}\x00{_canonical(arguments)}", _targets(arguments))
+                self.calls[str(block.get("id"))] = call
+                self.latest[call.key] = call
+                for target in call.targets:
+                    self.by_target[(name, target)] = call
+        elif kind == "tool/result" and event.get("surfaceOp") == "append":
+            message = message_of(event)
+            source = message.get("source") if isinstance(message, Mapping) else None
+            call_id = source.get("callId") if isinstance(source, Mapping) else None
+            if call_id is None:  # some importers name the call only in the block
+                call_id = next((b.get("toolCallId") for b in _blocks(event)), None)
+            if str(call_id) in self.calls:
+                self.calls[str(call_id)].result = seq
+        elif kind in ("user/message", "context/message") and author_of(event) in (
+                "user", "context"):
+            self.asked.append(seq)
+
+    def check(self, event: Event, seq: int, nodes: list[int]) -> None:
+        on_surface = set(nodes)
+        visible: str | None = None
+
+        def hidden(s: int | None) -> bool:
+            nonlocal visible
+            if s is None or s in on_surface or s not in self.hidden_by:
+                return False
+            text = self.text(s).strip()
+            if visible is None:
+                visible = "\n".join(self.text(n) for n in nodes)
+            return bool(text) and text not in visible
+
+        data = event.get("data")
+        turn = data.get("turn") if isinstance(data, Mapping) else None
+        turn = turn if isinstance(turn, int) and not isinstance(turn, bool) else None
+
+        def add(kind: str, s: int, tool: str | None, arguments: str | None,
+                detail: str) -> None:
+            self.found.append(LostEvidence(seq, kind, self.hidden_by[s], s, turn, tool,
+                                           arguments, detail, seq - self.hidden_by[s]))
+
         for block in _blocks(event):
-            if block.get("type") != "tool-call":
-                continue
-            name, arguments = str(block.get("name")), block.get("arguments")
-            call = _Call(name, f"{name}\x00{_canonical(arguments)}", _targets(arguments))
-            calls[str(block.get("id"))] = call
-            latest[call.key] = call
-            for target in call.targets:
-                by_target[(name, target)] = call
-    elif kind == "tool/result" and event.get("surfaceOp") == "append":
-        source = message_of(event)
-        source = source.get("source") if isinstance(source, Mapping) else None
-        call_id = source.get("callId") if isinstance(source, Mapping) else None
-        if call_id is None:  # some importers name the call only in the block
-            call_id = next((b.get("toolCallId") for b in _blocks(event)), None)
-        if str(call_id) in calls:
-            calls[str(call_id)].result = seq
-    elif kind in ("user/message", "context/message") and author_of(event) in (
-            "user", "context"):
-        asked.append(seq)
+            if block.get("type") == "tool-call":
+                name, arguments = str(block.get("name")), block.get("arguments")
+                same = self.latest.get(f"{name}\x00{_canonical(arguments)}")
+                if same is not None:
+                    if same.result is not None and hidden(same.result):
+                        add("repeated-call", same.result, name, str(arguments),
+                            _canonical(arguments))
+                    continue
+                for target in sorted(_targets(arguments)):
+                    other = self.by_target.get((name, target))
+                    if other is not None and other.result is not None and hidden(
+                            other.result):
+                        add("same-target", other.result, name, str(arguments), target)
+                        break
+            elif block.get("type") == "text":
+                for question in _questions(str(block.get("text", ""))):
+                    hit = self.asked_before(question, hidden)
+                    if hit is not None:
+                        add("re-asked", hit[0], None, question, hit[1])
 
-
-def _check(events: Sequence[Event], seq: int, nodes: list[int], hidden_by: dict[int, int],
-           latest: dict[str, _Call], by_target: dict[tuple[str, str], _Call],
-           asked: list[int]) -> list[LostEvidence]:
-    event = events[seq]
-    on_surface = set(nodes)
-    visible: str | None = None
-
-    def hidden(s: int | None) -> bool:
-        nonlocal visible
-        if s is None or s in on_surface or s not in hidden_by:
-            return False
-        text = message_text(events[s]).strip()
-        if visible is None:
-            visible = "\n".join(message_text(events[n]) for n in nodes)
-        return bool(text) and text not in visible
-
-    data = event.get("data")
-    turn = data.get("turn") if isinstance(data, Mapping) else None
-    turn = turn if isinstance(turn, int) and not isinstance(turn, bool) else None
-    found: list[LostEvidence] = []
-
-    def add(kind: str, s: int, tool: str | None, arguments: str | None, detail: str) -> None:
-        found.append(LostEvidence(seq, kind, hidden_by[s], s, turn, tool, arguments, detail,
-                                  seq - hidden_by[s]))
-
-    for block in _blocks(event):
-        if block.get("type") == "tool-call":
-            name, arguments = str(block.get("name")), block.get("arguments")
-            key = f"{name}\x00{_canonical(arguments)}"
-            same = latest.get(key)
-            if same is not None:
-                if hidden(same.result):
-                    assert same.result is not None
-                    add("repeated-call", same.result, name, str(arguments),
-                        _canonical(arguments))
-                continue
-            for target in sorted(_targets(arguments)):
-                other = by_target.get((name, target))
-                if other is not None and hidden(other.result):
-                    assert other.result is not None
-                    add("same-target", other.result, name, str(arguments), target)
-                    break
-        elif block.get("type") == "text":
-            for question in _QUESTION.findall(str(block.get("text", ""))):
-                hit = _asked_before(events, question, asked, hidden)
-                if hit is not None:
-                    add("re-asked", hit[0], None, question.strip(), hit[1])
-    return found
-
-
-def _asked_before(events: Sequence[Event], question: str, asked: list[int],
-                  hidden: Any) -> tuple[int, str] | None:
-    """(the hidden user or context message, the mention) a question is about, if any."""
-    mentions = [m.text for m in find_mentions(question, author="assistant")
-                if len(m.text) >= 4]
-    if not mentions:
+    def asked_before(self, question: str, hidden: Callable[[int], bool]
+                     ) -> tuple[int, str] | None:
+        """(the hidden user or context message, the mention) a question is about."""
+        mentions = [m.text for m in find_mentions(question, author="assistant")
+                    if len(m.text) >= 4]
+        if not mentions:
+            return None
+        for s in reversed(self.asked):
+            text = self.text(s).lower()
+            for mention in mentions:
+                if mention.lower() in text:
+                    return (s, mention) if hidden(s) else None
         return None
-    for s in reversed(asked):
-        text = message_text(events[s]).lower()
-        for mention in mentions:
-            if mention.lower() in text:
-                return (s, mention) if hidden(s) else None
-    return None
+
+
+def _questions(text: str) -> list[str]:
+    """The sentences of `text` that end with a question mark (a dot inside a name, as in
+    `app.py`, does not end a sentence)."""
+    if "?" not in text:
+        return []
+    out, start = [], 0
+    for stop in _STOP.finditer(text):
+        if stop.group(0) == "?":
+            question = text[start : stop.end()].strip()
+            if len(question) > 1:
+                out.append(question)
+        start = stop.end()
+    return out
