@@ -34,6 +34,11 @@ CLAUDE = SHARED / "real_logs" / "other" / (
     "session.jsonl")
 CODEX = SHARED / "real_logs" / "other" / (
     "jazzyalex__agent-sessions__Resources_Fixtures_stage0_agents_codex_small.jsonl")
+PI = SHARED / "real_logs" / "other" / (
+    "jazzyalex__agent-sessions__Resources_Fixtures_stage0_agents_pi_small.jsonl")
+DSH = SHARED / "real_logs" / "dsh" / (
+    "deepseek-ai__deepseek-harness__examples_headless-agent_tests_snapshots_compaction-"
+    "recovery_session.jsonl")
 
 
 def _surface_texts(session: Any) -> list[str]:
@@ -117,7 +122,7 @@ class TestUserPolicies:
 
 
 class TestImportedLogs:
-    @pytest.mark.parametrize("path", [CLAUDE, CODEX], ids=["claude-code", "codex"])
+    @pytest.mark.parametrize("path", [CLAUDE, CODEX, PI], ids=["claude-code", "codex", "pi"])
     def test_an_import_replays_without_its_brackets(self, path: Path, tmp_path: Path
                                                     ) -> None:
         result = import_any(path)
@@ -126,3 +131,12 @@ class TestImportedLogs:
         assert not any(e["type"] == "compaction/start" for e in replayed.events)
         assert [p for p in read_log(out).problems if p.severity == "error"] == []
         assert main(["validate", str(out)]) == 0
+
+    def test_a_real_dsh_compaction_is_taken_out_and_replaced(self, tmp_path: Path) -> None:
+        recorded = read_log(DSH)
+        assert [r.seq for r in recorded.fold.replacements] == [21]
+        replayed = replay_policy(DSH, Compact(budget_tokens=100, keep_tail_tokens=20, min_run=1),
+                                 out=tmp_path / "dsh.jsonl")
+        summaries = [e for e in replayed.events if e["type"] == "compaction/summary"]
+        assert summaries and all(e["data"]["provider"] == "offline" for e in summaries)
+        assert read_log(tmp_path / "dsh.jsonl").fold.nodes == list(replayed.surface.nodes)
