@@ -220,13 +220,14 @@ def _path(g: _Graph, b: Builder, leaf: str, *, subagent: bool) -> list[str]:
         if at in seen:
             b.problem("cycle", f"record {at} is its own ancestor", line=g.line.get(at))
             break
+        if subagent and walk and (at not in g.records
+                                  or not g.records[at].get("isSidechain")):
+            # a subagent's chain starts under its Task call in the parent session
+            b.note("subagent-root", printable(
+                f"the subagent's first record hangs off {at} in its parent session"))
+            break
         if at not in g.records:
-            child = g.records[walk[-1]] if walk else {}
-            if subagent and child.get("isSidechain"):
-                b.note("subagent-root", printable(
-                    f"the subagent's first record hangs off {at} in its parent session"))
-            else:
-                b.problem("dangling-parent", printable(f"parent {at} is not in the file"))
+            b.problem("dangling-parent", printable(f"parent {at} is not in the file"))
             break
         seen.add(at)
         walk.append(at)

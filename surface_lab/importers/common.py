@@ -36,6 +36,7 @@ OMISSIONS = {
     "excluded-from-context": "excluded from the model's context by the tool itself",
     "subagent-reference": "references to subagent trajectories, not spliced in",
     "unparsable": "lines that could not be read (see the line-unparsable problems)",
+    "after-until": "after the line given as until=",
 }
 SHOWN_PLACES = 5
 
@@ -147,6 +148,35 @@ def read_jsonl(path: Path, builder: Builder) -> list[tuple[int, dict[str, Any]]]
     return out
 
 
+def load_json(path: Path) -> Any:
+    """One JSON document (ATIF trajectory, OpenHands event). A string that is not valid
+    Unicode (a lone surrogate escape) is refused with its line, like any bad JSON: it
+    could be neither stored nor printed.
+
+    Raises:
+        ImportError_: `line-unparsable`, with the file and line.
+    """
+    import json
+
+    import orjson
+
+    if path.stat().st_size > MAX_SOURCE_LINE:
+        raise ImportError_(f"{path}: larger than {MAX_SOURCE_LINE} bytes",
+                           code="line-unparsable", path=str(path))
+    raw = path.read_bytes()
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as err:
+        if "surrogate" in str(err) or "UTF-8" in str(err):
+            raise ImportError_(f"{path}: not valid JSON text: {err}", code="line-unparsable",
+                               path=str(path), line=err.lineno) from None
+        try:  # what orjson refuses but JSON readers accept: NaN, integers over 64 bits
+            return json.loads(raw.decode("utf-8"))
+        except ValueError:
+            raise ImportError_(f"{path}: not JSON: {err}", code="line-unparsable",
+                               path=str(path), line=err.lineno) from None
+
+
 def image_block(data: Any, media_type: Any) -> dict[str, Any]:
     """An image with its bytes identified by hash (the bytes themselves are not kept)."""
     import base64
@@ -249,12 +279,12 @@ class Builder:
         if time is not None:
             self.time = time
 
-    def open_turn(self) -> None:
+    def open_turn(self, origin: Mapping[str, Any] | None = None) -> None:
         self.close_turn("completed")
         self.turn += 1
         self.turn_open = True
         self.step = 0
-        self._append("turn/start", {"turn": self.turn})
+        self._append("turn/start", {"turn": self.turn}, origin)
 
     def close_step(self) -> None:
         if self.step_open:
@@ -262,12 +292,14 @@ class Builder:
             self.step_open = False
             self.step_key = None
 
-    def close_turn(self, kind: str = "completed", **reason: Any) -> None:
+    def close_turn(self, kind: str = "completed", *,
+                   origin: Mapping[str, Any] | None = None, **reason: Any) -> None:
         """End the open turn; an `aborted` end needs its cause as `reason={"kind": ...}`
         (SPEC 7.3: a bare `aborted` reads as a legacy record)."""
         self.close_step()
         if self.turn_open:
-            self._append("turn/end", {"turn": self.turn, "reason": {"kind": kind, **reason}})
+            self._append("turn/end", {"turn": self.turn, "reason": {"kind": kind, **reason}},
+                         origin)
             self.turn_open = False
 
     def user(self, message_id: str, content: Any, origin: Mapping[str, Any]) -> Event:
