@@ -210,6 +210,10 @@ def _boundary(b: Builder, index: int, boundary: Any, copied: list[Mapping[str, A
     """The target: the boundary's observation contents, then the copied context."""
     step, origin = boundary if boundary is not None else (None, None)
     compaction_id = origin["id"] if origin else f"f{index}:implicit-boundary"
+    for k, ref in enumerate(_refs(step) if step is not None else []):
+        b.omit("subagent-reference", "subagent_trajectory_ref",
+               id=f"{compaction_id}:ref-{k}:{ref.get('trajectory_path')}",
+               file=origin["file"] if origin else None)
     events = b.session.events if b.session is not None else []
     surface = b.surface()
     target: list[Keep | New] = []
