@@ -109,8 +109,9 @@ class _Graph:
             if uuid in self.records:
                 if not primary and self.file[uuid] != path:
                     continue  # the file being imported wins over a sibling's copy
-                self.duplicates.append((self.line[uuid], uuid,
-                                        str(self.records[uuid].get("type"))))
+                if primary:
+                    self.duplicates.append((self.line[uuid], uuid,
+                                            str(self.records[uuid].get("type"))))
             self.records[uuid] = record  # last wins, as Claude Code's map-based loader
             self.line[uuid] = number
             self.file[uuid] = path
@@ -147,19 +148,22 @@ class _Graph:
             return None
         return message_id
 
-    def is_parallel_result(self, uuid: str) -> bool:
-        """A tool-result record that ends a branch under a response block that is not the
-        response's last record: a parallel tool call's result, which Claude Code brings
-        back beside its response rather than treating as a leaf."""
+    def is_result(self, uuid: str) -> bool:
         record = self.records[uuid]
+        return record.get("type") == "user" and _is_tool_results(mapping_at(record, "message"))
+
+    def is_parallel_result(self, uuid: str) -> bool:
+        """A tool-result record that ends a branch under one block of a response from
+        which the conversation went on through another record: a parallel tool call's
+        result, which Claude Code brings back beside its response rather than treating
+        as a leaf."""
         parent = self.parent(uuid)
-        if self.kids.get(uuid) or record.get("type") != "user" or parent is None \
-                or parent not in self.records or not _is_tool_results(mapping_at(
-                    record, "message")):
+        if self.kids.get(uuid) or parent not in self.records or not self.is_result(uuid):
             return False
-        message_id = self.message_id(parent)
-        group = self.by_message.get(message_id or "", [])
-        return len(group) > 1 and parent != group[-1]
+        group = self.by_message.get(self.message_id(str(parent)) or "", [])
+        return len(group) > 1 and any(
+            kid != uuid and kid not in group and self.kids.get(kid)
+            for member in group for kid in self.kids.get(member, []))
 
     def resolve(self, uuid: str) -> bool:
         """Look for a record in the other transcripts of the project folder (a session
@@ -297,7 +301,7 @@ def _with_parallel_siblings(g: _Graph, path: list[str]) -> tuple[list[str], int]
                  and bool(g.records[u].get("isSidechain")) == side]
         members = sorted([*path[i:j], *extra], key=g.order.__getitem__)
         results = [r for m in members for r in g.kids.get(m, [])
-                   if r not in on and g.is_parallel_result(r)]
+                   if r not in on and not g.kids.get(r) and g.is_result(r)]
         on.update(extra)
         on.update(results)
         recovered += len(extra) + len(results)
@@ -390,7 +394,7 @@ def import_claude_code(source: str | Path, *, leaf: str | None = None,
     b.note("leaf-choice", printable(
         f"imported the path to {chosen} ({len(uuids)} records); {max(others, 0)} other "
         f"leaf candidate(s)" + (f"; {len(side_leaves)} subagent leaf candidate(s) "
-                                f"(import one with leaf=UUID)" if side_leaves and not
+                                f"(import one with --leaf UUID)" if side_leaves and not
                                 subagent else "")))
     _omissions(g, b, set(uuids), subagent)
     head = g.records[chosen] if chosen else {}

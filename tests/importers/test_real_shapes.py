@@ -133,6 +133,22 @@ class TestClaudeParallelToolCalls:
         assert final_view(result) == ["u1", "a1", "a2", "r1", "r2", "a3"]
         assert [c["uuid"] for c in result.selection["leaves"]] == ["a3"]
 
+    def test_the_chain_may_go_on_from_any_result(self, tmp_path: Path) -> None:
+        records = _parallel_chained()
+        records[-1] = _answer("a4", "r1", "msg-2", 7)  # the first call finished last
+        result = import_claude_code(_write(tmp_path / "s.jsonl", records))
+        check_invariants(result)
+        assert final_view(result) == ["u1", "a1", "a2", "a3", "r2", "r3", "r1", "a4"]
+        assert [c["uuid"] for c in result.selection["leaves"]] == ["a4"]
+
+    def test_a_session_that_ends_on_parallel_results_keeps_them_all(self, tmp_path: Path
+                                                                     ) -> None:
+        result = import_claude_code(_write(tmp_path / "s.jsonl", _parallel_chained()[:-1]))
+        check_invariants(result)
+        assert result.selection["leaf"] == "r3"
+        assert final_view(result) == ["u1", "a1", "a2", "a3", "r1", "r2", "r3"]
+        assert "final-turn-open" in _codes(result.notes)
+
     def test_a_rewound_branch_is_still_another_leaf(self, tmp_path: Path) -> None:
         records = [*_parallel_chained(), _prompt("u2", "u1", "no, do this instead", 8),
                    _answer("b1", "u2", "msg-3", 9)]
