@@ -451,6 +451,20 @@ class TestAtifSubagentSummarization:
             result.problems)
         assert "subagent-summarization" in _codes(result.notes)
 
+    def test_a_boundary_inside_a_file_applies_where_it_stands(self, tmp_path: Path) -> None:
+        path = tmp_path / "trajectory.json"
+        path.write_text(json.dumps({"schema_version": "ATIF-v1.7", "session_id": "s", "steps": [
+            {"step_id": 1, "source": "user", "message": "task"},
+            {"step_id": 2, "source": "agent", "message": "working"},
+            {"step_id": 3, "source": "system", "message": "compacted",
+             "extra": {"context_management": {"type": "compaction", "boundary": "replace"}},
+             "observation": {"results": [{"content": "Summary: worked on the task"}]}},
+            {"step_id": 4, "source": "agent", "message": "more work"}]}))
+        result = import_atif(path)
+        check_invariants(result)
+        assert view_after(result, "f0:step-3") == ["f0:step-3:obs-0"]
+        assert final_view(result) == ["f0:step-3:obs-0", "f0:step-4"]
+
     def test_a_lone_surrogate_is_a_located_package_error(
             self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         path = tmp_path / "trajectory.json"
@@ -483,3 +497,17 @@ def test_openhands_assistant_messages_carry_the_model_base_state_names(tmp_path:
     left = result.omitted_summary()
     assert left["system-prompt"]["count"] == 1
     assert left["not-model-visible"]["kinds"] == {"ConversationStateUpdateEvent": 1}
+
+
+def test_an_openhands_event_with_a_lone_surrogate_is_a_problem_not_a_crash(
+        tmp_path: Path) -> None:
+    folder = build(tmp_path / "conv")
+    (folder / "events" / "event-00099-bad.json").write_text(
+        '{"kind": "MessageEvent", "id": "bad", "source": "user", "llm_message": '
+        '{"role": "user", "content": [{"type": "text", "text": "\\udc00"}]}}')
+    result = import_openhands(folder)
+    bad = [p for p in result.problems if p.code == "line-unparsable"]
+    assert len(bad) == 1 and "event-00099-bad.json" in bad[0].message
+    assert {"reason": "unparsable", "kind": "event-file"}.items() <= next(
+        r for r in result.omitted if r["id"] == "event-00099-bad.json").items()
+    check_invariants(result)
