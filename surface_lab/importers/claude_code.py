@@ -213,9 +213,18 @@ def _kept(g: _Graph, b: Builder, boundary: dict[str, Any]) -> tuple[list[str], s
 
 
 def _path(g: _Graph, b: Builder, leaf: str, *, subagent: bool) -> list[str]:
-    boundaries = {u: r for u, r in g.records.items() if r.get("subtype") == "compact_boundary"}
-    kept = {u: _kept(g, b, r) for u, r in boundaries.items()}
-    heads = {k[0][0]: (u, k[1]) for u, k in kept.items() if k[0]}
+    kept: dict[str, tuple[list[str], str | None, str]] = {}
+
+    def index() -> tuple[dict[str, Any], dict[str, Any]]:
+        """The boundaries and the preserved heads, again once a sibling file joined."""
+        boundaries = {u: r for u, r in g.records.items()
+                      if r.get("subtype") == "compact_boundary"}
+        for u, r in boundaries.items():
+            if u not in kept:
+                kept[u] = _kept(g, b, r)
+        return boundaries, {k[0][0]: (u, k[1]) for u, k in kept.items() if k[0]}
+
+    boundaries, heads = index()
     walk: list[str] = []
     crossed: set[str] = set()
     seen: set[str] = set()
@@ -248,7 +257,11 @@ def _path(g: _Graph, b: Builder, leaf: str, *, subagent: bool) -> list[str]:
                 continue
             logical = record.get("logicalParentUuid")
             if isinstance(logical, str):
-                if logical in g.records or g.resolve(logical):
+                if logical in g.records:
+                    at = logical
+                    continue
+                if g.resolve(logical):  # a sibling transcript joined the graph
+                    boundaries, heads = index()
                     at = logical
                     continue
                 hint = "" if g.project_dir is not None else (

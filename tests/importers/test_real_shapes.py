@@ -240,6 +240,22 @@ class TestClaudeBoundaries:
         assert [Path(s["path"]).name for s in result.sources] == ["new.jsonl", "old.jsonl"]
         assert "cross-file-continuation" in _codes(result.notes)
 
+    def test_project_dir_follows_a_chain_of_transcripts(self, tmp_path: Path) -> None:
+        path = self._continued(tmp_path / "p")
+        newest = _write(path.parent / "newest.jsonl", [
+            _claude("cb2", None, "system", 6, subtype="compact_boundary",
+                    logicalParentUuid="a2", compactMetadata={"trigger": "manual"}),
+            _claude("cs2", "cb2", "user", 7, isCompactSummary=True, message={
+                "role": "user", "content": "Continued again."}),
+            _prompt("u3", "cs2", "last", 8),
+        ])
+        result = import_claude_code(newest, project_dir=path.parent)
+        check_invariants(result)
+        assert result.problems == []
+        assert shadowed_ids(result, "cb") == ["u1", "a1"]
+        assert shadowed_ids(result, "cb2") == ["cs", "u2", "a2"]
+        assert final_view(result) == ["cs2", "u3"]
+
     def test_project_dir_never_follows_a_symlink_out_of_the_folder(self, tmp_path: Path
                                                                    ) -> None:
         path = self._continued(tmp_path / "p")
