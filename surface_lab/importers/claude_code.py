@@ -121,12 +121,15 @@ class _Graph:
     def _index(self) -> None:
         self.kids: dict[str, list[str]] = {}
         self.by_message: dict[str, list[str]] = {}
+        self._message_ids: dict[str, str] = {}
         for uuid in sorted(self.records, key=self.order.__getitem__):
             parent = self.parent(uuid)
             if parent is not None:
                 self.kids.setdefault(parent, []).append(uuid)
-            message_id = self.message_id(uuid)
-            if message_id is not None:
+            record = self.records[uuid]
+            message_id = mapping_at(record, "message").get("id")
+            if record.get("type") == "assistant" and isinstance(message_id, str):
+                self._message_ids[uuid] = message_id
                 self.by_message.setdefault(message_id, []).append(uuid)
 
     def parent(self, uuid: str) -> str | None:
@@ -142,11 +145,7 @@ class _Graph:
     def message_id(self, uuid: str) -> str | None:
         """The API response id of an assistant record (streaming writes one record per
         content block, all with this id)."""
-        record = self.records[uuid]
-        message_id = mapping_at(record, "message").get("id")
-        if record.get("type") != "assistant" or not isinstance(message_id, str):
-            return None
-        return message_id
+        return self._message_ids.get(uuid)
 
     def is_result(self, uuid: str) -> bool:
         record = self.records[uuid]
