@@ -268,7 +268,7 @@ class TestClaudeBoundaries:
 
 
 def test_every_line_of_a_branched_claude_file_is_imported_or_left_out_with_a_reason(
-        tmp_path: Path) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     records: list[dict[str, Any]] = [
         {"type": "summary", "summary": "a title", "leafUuid": "a4"},
         *_parallel_chained(),
@@ -288,6 +288,11 @@ def test_every_line_of_a_branched_claude_file_is_imported_or_left_out_with_a_rea
         "not-model-visible": 1, "duplicate": 1, "off-branch": 4}
     assert summary["off-branch"]["kinds"] == {"user": 1, "assistant": 2, "system": 1}
     assert {"not-model-visible", "duplicate", "off-branch"} <= _codes(result.notes)
+    assert main(["convert", str(path), "-o", str(tmp_path / "out.jsonl")]) == 0
+    printed = capsys.readouterr()
+    assert (f"{path}: note: off-branch: 4 record(s) left out: not on the imported branch"
+            in printed.out)
+    assert "6 source record(s) left out (see the notes)" in printed.err
 
 
 @pytest.mark.parametrize("fragment", ["claude", "codex_small", "pi_small", "compact"])
