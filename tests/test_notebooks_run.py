@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -16,7 +17,10 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from surface_lab.notebook import Replay
+
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+SAMPLES = NOTEBOOKS.parent / "sample_logs"
 NAMES = ["01_tour", "02_audit_compaction", "03_debug_replay", "04_other_agents"]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -42,6 +46,23 @@ def test_runs_clean(name: str) -> None:
     assert errors == []
     assert any(o.output_type in ("display_data", "execute_result")
                for c in book.cells if c.cell_type == "code" for o in c.outputs)
+
+
+def test_the_tours_replay_claims_match_the_replay() -> None:
+    book = nbformat.read(NOTEBOOKS / "01_tour.ipynb", as_version=4)
+    text = " ".join(" ".join(c.source.split()) for c in book.cells
+                    if c.cell_type == "markdown")
+    claim = re.search(r"Just after event (\d+) the raw tool result \(seq (\d+)\) is on the "
+                      r"surface; just after event (\d+) the tool was only called\. The prune "
+                      r"at seq (\d+) replaces the result", text)
+    assert claim, "the tour no longer states when the tool result is on the surface"
+    after, result, before, prune = map(int, claim.groups())
+    replay = Replay(SAMPLES / "pruned-tool-results.jsonl", progress=False)
+    assert replay.log.events[result]["type"] == "tool/result"
+    assert result in replay.seek(after).nodes
+    assert result not in replay.seek(before).nodes
+    assert replay.event is not None and replay.event["type"] == "tool/call"
+    assert replay.seek(prune).shadowed == (result,)
 
 
 def _free_port() -> int:
