@@ -98,6 +98,20 @@ class TestFrames:
         assert list(messages["seq"]) == [1, 12, 18]
         assert list(messages["role"]) == ["user", "assistant", "user"]
 
+    def test_a_resumed_session_has_one_more_row_its_end_seed_marker(self) -> None:
+        log = read_log(SAMPLES / "long-compaction.jsonl")
+        from_file, from_session = events_df(log), events_df(log.session())
+        assert len(from_file) == len(log.events) == 888
+        assert len(from_session) == 889
+        marker = from_session.iloc[-1]
+        assert (marker["seq"], marker["type"], marker["on_surface"]) == (
+            888, "session/end-seed", False)
+        assert pd.isna(marker["surface_op"]) and pd.isna(marker["shadowed_by"])
+        kept = from_session[from_session["type"] != "session/end-seed"]
+        same = [c for c in from_file.columns if c != "line"]  # a Session has no lines
+        pd.testing.assert_frame_equal(kept[same], from_file[same])
+        assert surface_df(log.session()).equals(surface_df(log))
+
     def test_the_real_compaction_log(self) -> None:
         rep = replacements_df(COMPACTION_LOG).iloc[0]
         assert (rep["seq"], rep["kind"], rep["compaction_id"], rep["recorded_matches"]) == (
