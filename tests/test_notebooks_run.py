@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from browser import CHROMIUM, CHROMIUM_FLAGS, need_chromium
 from nbclient import NotebookClient
 
 from surface_lab.notebook import Replay
@@ -24,10 +24,6 @@ from surface_lab.notebook import Replay
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 SAMPLES = NOTEBOOKS.parent / "sample_logs"
 NAMES = ["01_tour", "02_audit_compaction", "03_debug_replay", "04_other_agents"]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -73,13 +69,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _need_chromium() -> None:
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail("chromium is missing: .ci/run must install it")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-
-
 @contextmanager
 def _serving(args: list[str], cwd: Path, name: str) -> Iterator[int]:
     """Run `python -m ARGS --port=P` in its own process group until the block ends."""
@@ -105,7 +94,7 @@ def _serving(args: list[str], cwd: Path, name: str) -> Iterator[int]:
 
 @pytest.fixture
 def voila_tour() -> Iterator[str]:
-    _need_chromium()
+    need_chromium()
     with _serving(["voila", "01_tour.ipynb", "--no-browser", "--Voila.ip=127.0.0.1",
                    "--ServerApp.token="], NOTEBOOKS, "voila") as port:
         yield f"http://127.0.0.1:{port}/"
@@ -114,7 +103,7 @@ def voila_tour() -> Iterator[str]:
 @pytest.fixture
 def lab_notebook(tmp_path: Path) -> Iterator[str]:
     """JupyterLab serving a notebook that puts a ReplayWidget inside another VBox."""
-    _need_chromium()
+    need_chromium()
     root = tmp_path / "root"
     root.mkdir()
     book = nbformat.v4.new_notebook()

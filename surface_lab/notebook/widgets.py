@@ -5,6 +5,7 @@ lives in a callback, so tests drive it headless by setting `slider.value` and re
 
 from __future__ import annotations
 
+import base64
 import io
 import warnings
 from typing import Any, cast
@@ -106,6 +107,22 @@ class ReplayWidget(widgets.VBox):  # type: ignore[misc]
                       "display or compose the widget directly", DeprecationWarning,
                       stacklevel=2)
         return self
+
+    def snapshot_html(self) -> str:
+        """The current step as static HTML: the figure as an inline PNG and the model's
+        view (log text escaped). Frontends without widgets show this instead."""
+        figure = "" if self._figure is None else (
+            '<img alt="surface size, replay position marked" style="max-width:100%" '
+            f'src="data:image/png;base64,{base64.b64encode(self.image.value).decode()}"/>')
+        return figure + str(self.html.value)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        # A static page (nbconvert, a documentation site) cannot run the widget: the
+        # text/html fallback shows the step it was displayed at. Widget frontends rank
+        # the widget view first and ignore it.
+        bundle = super()._repr_mimebundle_(**kwargs)
+        bundle["text/html"] = self.snapshot_html()
+        return bundle
 
     def _move(self, delta: int) -> None:
         self.slider.value = min(max(self.slider.value + delta, -1), self.slider.max)
