@@ -15,7 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from PIL import Image
 
-from .plots import OKABE_ITO, plot_surface_size
+from .plots import plot_surface_size
 from .render import step_html
 from .replay import Replay
 from .source import LogData
@@ -40,10 +40,13 @@ class SurfaceSizeFigure:
         # Any: matplotlib's Agg canvas methods (draw, blitting, the buffer) are untyped.
         self._canvas: Any = cast(Any, FigureCanvasAgg(self.figure))
         self._ax = self.figure.add_subplot()
-        plot_surface_size(log, ax=self._ax)
+        plot_surface_size(log, ax=self._ax, marker=0)
         self.figure.tight_layout()
-        # Animated artists are left out of a full draw: the background holds the rest.
-        self._line = self._ax.axvline(0, color=OKABE_ITO[5], linewidth=1.5, animated=True)
+        # The plot's own marker line (and legend entry) is the one that moves. Animated
+        # artists are left out of a full draw: the background holds the rest.
+        self._line = next(line for line in self._ax.lines
+                          if line.get_label() == "replay position")
+        self._line.set_animated(True)
         self._canvas.draw()
         self._background = self._canvas.copy_from_bbox(self.figure.bbox)
 
