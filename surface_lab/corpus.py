@@ -349,7 +349,7 @@ def _session_tables(ref: SessionRef) -> _SessionTables:
     import pyarrow as pa
 
     from .notebook.source import LogData
-    from .storage.base import Problem
+    from .problems import Problem
 
     schemas = _schemas()
     try:

@@ -345,3 +345,15 @@ class TestInfoTimes:
         info = json.loads(_run(capsys, "info", "--json", str(path))[1][0])
         assert (info["time_first_utc"], info["time_last_utc"]) == (
             "2026-01-01T00:00:01.000Z", "2026-01-01T00:00:01.077Z")
+
+
+def test_session_is_a_usage_error_for_an_imported_log(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trajectory = tmp_path / "run.trajectory.json"
+    trajectory.write_text(json.dumps({"schema_version": "ATIF-v1.7", "session_id": "s",
+                                      "steps": [{"step_id": 1, "source": "user",
+                                                 "message": "hi"}]}))
+    code = main(["convert", str(trajectory), str(tmp_path / "out.jsonl"), "--session", "s"])
+    assert code == 2
+    assert "--session picks a session of a store or database" in capsys.readouterr().err
+    assert not (tmp_path / "out.jsonl").exists()

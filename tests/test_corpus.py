@@ -4,6 +4,7 @@ the per-session frames, retries never duplicate, damaged sessions are rows of pr
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import threading
 import time
@@ -192,7 +193,8 @@ class TestFailures:
             corpus.open(tmp_path)
 
     def test_other_agents_logs_and_databases_are_sources(self, tmp_path: Path) -> None:
-        shared = ROOT.parent / "shared" / "real_logs" / "other"
+        shared = Path(os.environ.get("SURFACE_LAB_SHARED", ROOT.parent / "shared")) / \
+            "real_logs" / "other"
         out = tmp_path / "out"
         manifest = corpus.to_parquet([shared, ROOT / "sample_logs" / "sessions.db"], out)
         c = corpus.open(out)
