@@ -22,7 +22,7 @@ from .storage.base import Store
 from .storage.jsonl import JsonlStore
 from .storage.sqlite import SqliteStore, is_sqlite_file
 
-__all__ = ["main"]
+__all__ = ["json_safe", "main", "terminal_safe"]
 
 _SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
@@ -66,12 +66,13 @@ def _json_escape(ch: str) -> str:
 
 
 def _out(text: object = "", stream: TextIO | None = None) -> None:
-    """Print one line; the only way this module writes to the terminal. Anything from a
+    """Print one line. With `_out_json`, the only way the commands write: anything from a
     log (types, ids, messages, paths) may hold control characters, so it is escaped."""
     print(terminal_safe(str(text)), file=stream or sys.stdout)
 
 
 def _out_json(value: Any) -> None:
+    """Print one JSON document on one line (`json_safe`)."""
     print(json_safe(value))
 
 
