@@ -83,8 +83,9 @@ def _expand(sources: Iterable[str | os.PathLike[str]]) -> list[Path]:
                     found.append(child)
         else:
             found.append(path)
-    unique = list(dict.fromkeys(p.resolve() for p in found))
-    return unique
+    # one entry per real file; a dangling symlink keeps its own name, which its problem
+    # row then shows (its target's name would mean nothing to whoever wrote the glob)
+    return list(dict.fromkeys(p.resolve() if p.exists() else p.absolute() for p in found))
 
 
 def _date(millis: Any) -> str:
