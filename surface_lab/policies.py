@@ -148,19 +148,25 @@ def _summarizer(value: Any) -> Any:
 
 
 def _resolve(source: Any) -> tuple[list[Event], dict[str, Any]]:
-    """(events, header) of a path, a `read_log` result, a `Session`, an `ImportResult` or
-    a list of events."""
+    """(events, header) of a path, a `read_log` result, a `Session`, an `ImportResult`, a
+    notebook `LogData` or a list of events."""
     if isinstance(source, (str, os.PathLike)):
         source = read_log(Path(source))
     if isinstance(source, (LogReading, Session)) or (
             hasattr(source, "events") and hasattr(source, "header")):
         return list(source.events), dict(source.header)
+    if hasattr(source, "events") and hasattr(source, "session_id"):  # a LogData
+        events = list(source.events)
+        return events, _header(str(source.session_id), events)
     if isinstance(source, Sequence) and not isinstance(source, (str, bytes)):
         events = list(source)
-        created = events[0]["time"] if events else 0
-        return events, {"version": 0, "id": "events", "createdAt": created}
+        return events, _header("events", events)
     raise TypeError(f"cannot replay {type(source).__name__}; give a path, a read_log "
                     f"result, a Session, an ImportResult or a list of events")
+
+
+def _header(session_id: str, events: Sequence[Event]) -> dict[str, Any]:
+    return {"version": 0, "id": session_id, "createdAt": events[0]["time"] if events else 0}
 
 
 def history_removed(events: Sequence[Event]) -> list[Event]:
@@ -246,7 +252,8 @@ def replay_policy(source: Any, policy: Policy | Sequence[Policy] | None, *,
     when the log has no steps).
 
     Args:
-        source: a path, a `read_log` result, a `Session`, an `ImportResult` or events.
+        source: a path, a `read_log` result, a `Session`, an `ImportResult`, a
+            `LogData` or events.
         policy: a callable `PolicyView -> [Rewrite]` (`Compact`, `Prune`,
             `MaskObservations` or your own), several applied in order, or None for none.
         summarizer: what writes compaction summaries: an object with

@@ -73,6 +73,16 @@ class TestReplay:
         assert list(tmp_path.iterdir()) == [out]
         assert read_log(out).header["id"] == "long-compaction~whatif"
 
+    def test_every_kind_of_source_replays_alike(self) -> None:
+        from surface_lab.notebook import load_source
+
+        reading = read_log(LONG)
+        expected = _surface_texts(replay_policy(LONG, Compact(900, 300)))
+        for source in (reading, list(reading.events), load_source(reading)):
+            assert _surface_texts(replay_policy(source, Compact(900, 300))) == expected
+        with pytest.raises(TypeError, match="cannot replay int"):
+            replay_policy(3, None)
+
     def test_masking_leaves_only_the_latest_results_whole(self) -> None:
         replayed = replay_policy(LONG, MaskObservations(keep_last=2))
         results = [s for s in replayed.surface.nodes
