@@ -24,7 +24,7 @@ from typing import Any
 
 from .errors import SurfaceLabError
 from .storage.jsonl import read_log_bytes
-from .storage.sqlite import is_sqlite_file
+from .storage.sqlite import connect_read_only, is_sqlite_file
 
 __all__ = ["SCHEMA_VERSION", "Corpus", "Task", "events", "map_sessions", "open", "plan_tasks",
            "to_parquet", "write_chunk"]
@@ -91,10 +91,8 @@ def _date(millis: Any) -> str:
 def _refs(path: Path) -> list[SessionRef]:
     """The sessions a file holds, with their dates (read cheaply, never written)."""
     if path.is_file() and is_sqlite_file(path):
-        uri = path.resolve().as_uri() + ("?mode=ro" if Path(f"{path}-wal").exists()
-                                         else "?immutable=1")
         try:
-            db = sqlite3.connect(uri, uri=True)
+            db = connect_read_only(path)
             try:
                 rows = db.execute(
                     "SELECT s.id, s.created_at, coalesce(sum(length(e.data)), 0) FROM sessions s "

@@ -4,20 +4,29 @@ bump-and-reject schema versioning, WAL and `BEGIN IMMEDIATE` appends."""
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from time import monotonic, sleep
 from typing import Any
 
 import orjson
 
-from ..errors import CorruptLogError, StorageError, UnsupportedFormatError
-from ..events import Event
+from ..errors import (
+    AdmissionError,
+    CorruptLogError,
+    StorageError,
+    SurfaceLabError,
+    UnsupportedFormatError,
+)
+from ..events import Event, freeze_event
 from ..header import check_header
-from ..jsonvalue import FrozenDict, dumps, freeze
+from ..jsonvalue import dumps
 from .base import Scan, Store, checked_batch, conflict
 
-__all__ = ["APPLICATION_ID", "DDL", "SCHEMA_VERSION", "SqliteStore", "is_sqlite_file"]
+__all__ = ["APPLICATION_ID", "DDL", "SCHEMA_VERSION", "SqliteStore", "connect_read_only",
+           "is_sqlite_file"]
 
 SCHEMA_VERSION = 2
 APPLICATION_ID = 0x534C4142  # "SLAB"; dsh's databases use 0x44534850 and are refused
@@ -72,6 +81,75 @@ def is_sqlite_file(path: Path) -> bool:
         return False
 
 
+def connect_read_only(path: str | Path) -> sqlite3.Connection:
+    """A connection that never writes the database, and sees what concurrent writers commit.
+
+    A reader of a WAL database takes part in its locking through the `-shm` and `-wal`
+    files beside it, creating them if need be, as SQLite requires; `immutable=1` would skip
+    the locks and read pages a writer is changing (false corruption, stale reads). Only
+    where those files cannot be created (a read-only mount) is the file read as immutable,
+    the one way SQLite reads it there.
+    """
+    uri = Path(path).resolve().as_uri()
+    db = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None,
+                         timeout=BUSY_TIMEOUT_MS / 1000)
+    try:
+        db.execute("PRAGMA user_version").fetchone()
+    except sqlite3.Error as err:
+        db.close()
+        if err.sqlite_errorcode & 0xFF != sqlite3.SQLITE_CANTOPEN or not _read_only_folder(path):
+            raise
+        db = sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
+    return db
+
+
+def _switch_to_wal(db: sqlite3.Connection) -> None:
+    """`PRAGMA journal_mode = WAL`, retried while busy: the switch of a new database needs
+    an exclusive lock, and SQLite answers SQLITE_BUSY at once, without the busy handler,
+    when another connection opening it at the same moment holds a shared lock."""
+    deadline = monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.001
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as err:
+            if err.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or monotonic() > deadline:
+                raise
+        sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def _read_only_folder(path: str | Path) -> bool:
+    folder = Path(path).resolve().parent
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY) or not os.access(folder, os.W_OK)
+    except OSError:
+        return False
+
+
+def _storage_error(path: str, what: str, err: sqlite3.Error) -> SurfaceLabError:
+    """The package error for a SQLite error met while opening or checking a database."""
+    code = getattr(err, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    if primary == sqlite3.SQLITE_NOTADB:
+        return UnsupportedFormatError(f"{path}: not a SQLite database: {err}",
+                                      code="schema-unsupported", path=path)
+    if primary == sqlite3.SQLITE_CORRUPT:
+        return CorruptLogError(f"{path}: the database is damaged: {err}", code="log-corrupt",
+                               path=path)
+    if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return StorageError(f"{path}: {what}: it is locked by another connection (waited "
+                            f"{BUSY_TIMEOUT_MS / 1000:g} s): {err}", code="database-locked",
+                            path=path)
+    if primary == sqlite3.SQLITE_READONLY or (primary == sqlite3.SQLITE_CANTOPEN
+                                             and _read_only_folder(path)):
+        return StorageError(f"{path}: {what} for writing: its folder is read-only (a "
+                            f"read-only mount or no write permission): {err}",
+                            code="storage-read-only", path=path)
+    return StorageError(f"{path}: {what}: {err}", path=path)
+
+
 def _expected_schema() -> list[tuple[Any, ...]]:
     db = sqlite3.connect(":memory:")
     try:
@@ -87,6 +165,21 @@ def _schema(db: sqlite3.Connection) -> list[tuple[Any, ...]]:
     ).fetchall()
 
 
+_State = tuple[int, int, list[tuple[Any, ...]]]
+_EMPTY: _State = (0, 0, [])
+# The creation, one statement at a time inside the caller's BEGIN IMMEDIATE.
+_CREATE = [*(f"{part.strip()};" for part in DDL.split(";\n") if part.strip()),
+           f"PRAGMA user_version = {SCHEMA_VERSION}",
+           f"PRAGMA application_id = {APPLICATION_ID}"]
+
+
+def _state(db: sqlite3.Connection) -> _State:
+    """User version, application id and schema (to be read in one transaction)."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    app_id = db.execute("PRAGMA application_id").fetchone()[0]
+    return version, app_id, _schema(db)
+
+
 def _json(value: Any) -> str:
     return dumps(value).decode()
 
@@ -100,7 +193,11 @@ class SqliteStore(Store):
 
     Raises:
         UnsupportedFormatError: `schema-unsupported` for another schema version, a foreign
-            application id or an altered schema; nothing is written to such a file.
+            application id, an altered schema or a file that is not a database; nothing is
+            written to such a file.
+        StorageError: `database-locked` when another connection holds it past the busy
+            timeout, `storage-read-only` when writing is asked on a read-only folder.
+        CorruptLogError: `log-corrupt` for a damaged database file.
     """
 
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
@@ -108,19 +205,11 @@ class SqliteStore(Store):
         self.read_only = read_only
         self._created: dict[str, Mapping[str, Any]] = {}
         try:
-            if read_only:
-                # A WAL database opened read-only would create -wal and -shm files beside
-                # it; with no -wal there is no writer, so read it as immutable instead.
-                resolved = Path(path).resolve()
-                quiet = not Path(f"{resolved}-wal").exists()
-                uri = resolved.as_uri() + ("?immutable=1" if quiet else "?mode=ro")
-                self._db = sqlite3.connect(uri, uri=True, isolation_level=None)
-            else:
-                self._db = sqlite3.connect(self.path, isolation_level=None,
-                                           timeout=BUSY_TIMEOUT_MS / 1000)
+            self._db = (connect_read_only(path) if read_only else
+                        sqlite3.connect(self.path, isolation_level=None,
+                                        timeout=BUSY_TIMEOUT_MS / 1000))
         except sqlite3.Error as err:
-            raise StorageError(f"{self.path}: cannot open the database: {err}",
-                               path=self.path) from err
+            raise _storage_error(self.path, "cannot open the database", err) from err
         try:
             self._check_or_create()
         except BaseException:
@@ -134,32 +223,53 @@ class SqliteStore(Store):
             code="schema-unsupported", path=self.path)
 
     def _check_or_create(self) -> None:
+        """Check the database, creating the schema in an empty one. Each look at it is one
+        transaction, so a creator in another process is seen before it starts or after it
+        committed, never half-way; the creation re-checks under the write lock."""
         db = self._db
         try:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            app_id = db.execute("PRAGMA application_id").fetchone()[0]
-            objects = db.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
-        except sqlite3.DatabaseError as err:
-            raise UnsupportedFormatError(f"{self.path}: not a SQLite database: {err}",
-                                         code="schema-unsupported", path=self.path) from err
-        if version == 0 and app_id == 0 and objects == 0:
-            if self.read_only:
-                raise self._refuse("found an empty database (schema version 0)")
-            with self._transaction():
-                db.executescript(f"BEGIN IMMEDIATE; {DDL} PRAGMA user_version = "
-                                 f"{SCHEMA_VERSION}; PRAGMA application_id = {APPLICATION_ID};")
-        elif app_id != APPLICATION_ID:
+            with self._reading():
+                state = _state(db)
+            if state == _EMPTY:
+                if self.read_only:
+                    raise self._refuse("found an empty database (schema version 0)")
+                db.execute("BEGIN IMMEDIATE")
+                with self._transaction():
+                    state = _state(db)
+                    if state == _EMPTY:  # nobody created it while we waited for the lock
+                        for statement in _CREATE:
+                            db.execute(statement)
+                        state = _state(db)
+            self._check(*state)
+            if not self.read_only:
+                _switch_to_wal(db)
+                db.execute("PRAGMA synchronous = FULL")
+                db.execute("PRAGMA foreign_keys = ON")
+                db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        except sqlite3.Error as err:
+            raise _storage_error(self.path, "cannot open the database", err) from err
+
+    def _check(self, version: int, app_id: int, schema: list[tuple[Any, ...]]) -> None:
+        if app_id != APPLICATION_ID:
             raise self._refuse(f"found application id {app_id:#x} at schema version {version}")
-        elif version != SCHEMA_VERSION:
+        if version != SCHEMA_VERSION:
             raise self._refuse(f"found schema version {version}")
-        elif _schema(db) != _expected_schema():
+        if schema != _expected_schema():
             raise self._refuse(f"found schema version {version} with a schema that differs "
                                f"from the expected tables")
-        if not self.read_only:
-            db.execute("PRAGMA journal_mode = WAL")
-            db.execute("PRAGMA synchronous = FULL")
-            db.execute("PRAGMA foreign_keys = ON")
-            db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """One read transaction (a consistent snapshot), unless one is already open."""
+        if self._db.in_transaction:
+            yield
+            return
+        self._db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if self._db.in_transaction:
+                self._db.execute("COMMIT")
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -186,22 +296,45 @@ class SqliteStore(Store):
                                       if value is not None}}
 
     def scan(self, session_id: str) -> Scan:
-        header = self._header(session_id)
-        if header is None:
-            raise StorageError(f"no stored session {session_id!r}", path=self.path)
-        return Scan(path=self.path, header=header, events=self._events(session_id, 0))
+        with self._read_errors(session_id), self._reading():
+            header = self._header(session_id)
+            if header is None:
+                raise StorageError(f"no stored session {session_id!r}", path=self.path)
+            return Scan(path=self.path, header=header, events=self._events(session_id, 0))
+
+    @contextlib.contextmanager
+    def _read_errors(self, session_id: str | None = None) -> Iterator[None]:
+        """SQLite errors met while reading as package errors (TEXT that is not UTF-8 is
+        damaged data: SQLite does not check what it stores)."""
+        try:
+            yield
+        except sqlite3.Error as err:
+            if str(err).startswith("Could not decode to UTF-8"):
+                whose = f"session {session_id!r}" if session_id is not None else "the sessions"
+                raise CorruptLogError(f"{self.path}: {whose}: stored text is not UTF-8: {err}",
+                                      code="log-corrupt", path=self.path) from None
+            raise _storage_error(self.path, "reading failed", err) from err
 
     def _events(self, session_id: str, start: int) -> list[Event]:
+        # JSON columns come as bytes (orjson checks their UTF-8) and the type is decoded
+        # here, so that damaged text is reported with its seq.
         rows = self._db.execute(
-            "SELECT seq, type, time, data, source_event_seqs, surface_op, ignorable "
+            "SELECT seq, CAST(type AS BLOB), time, CAST(data AS BLOB), "
+            "CAST(source_event_seqs AS BLOB), CAST(surface_op AS BLOB), ignorable "
             "FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq",
             (session_id, start))
         events: list[Event] = []
-        for seq, kind, time, data, sources, op, ignorable in rows:
+        for seq, raw_kind, time, data, sources, op, ignorable in rows:
             if seq != start + len(events):
                 raise CorruptLogError(f"{self.path}: session {session_id!r} has no event at "
                                       f"seq {start + len(events)} (next stored is {seq})",
                                       code="seq-gap", path=self.path, seq=start + len(events))
+            try:
+                kind = raw_kind.decode()
+            except UnicodeDecodeError as err:
+                raise CorruptLogError(f"{self.path}: session {session_id!r}: the stored type "
+                                      f"is not UTF-8: {err}", code="log-corrupt",
+                                      path=self.path, seq=seq) from None
             try:
                 event: dict[str, Any] = {"type": kind, "seq": seq, "time": time,
                                          "data": orjson.loads(data)}
@@ -215,14 +348,21 @@ class SqliteStore(Store):
                                       path=self.path, seq=seq, event_type=kind) from None
             if ignorable is not None:
                 event["ignorable"] = True
-            events.append(FrozenDict({k: freeze(v) for k, v in event.items()}))
+            try:
+                events.append(freeze_event(event))
+            except AdmissionError as err:  # too deep: refused as a JSONL line would be
+                raise CorruptLogError(f"{self.path}: session {session_id!r}: {err.detail}",
+                                      code=err.code, path=self.path, seq=seq,
+                                      event_type=kind) from None
         return events
 
     def read_suffix(self, session_id: str, seq: int) -> list[Event]:
-        return self._events(session_id, seq)
+        with self._read_errors(session_id), self._reading():
+            return self._events(session_id, seq)
 
     def list(self) -> list[str]:
-        return [r[0] for r in self._db.execute("SELECT id FROM sessions ORDER BY id")]
+        with self._read_errors():
+            return [r[0] for r in self._db.execute("SELECT id FROM sessions ORDER BY id")]
 
     # writing
 
