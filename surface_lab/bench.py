@@ -94,7 +94,7 @@ def run_bench(events: int = 1_000_000, *, runs: int = 3, cache: Path | None = No
 
     from .agent.samples import generate_large
     from .notebook import Replay, events_df, plot_shadowing
-    from .read import read_log
+    from .reading.read import read_log
     from .session import Session
     from .surface import fold_surface
 

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .errors import StorageError, SurfaceLabError
-from .read import LogReading, read_log
-from .storage.base import Problem, Store
+from .problems import Problem
+from .reading.read import LogReading, read_log
+from .storage.base import Store
 from .storage.jsonl import JsonlStore
 from .storage.sqlite import SqliteStore, is_sqlite_file
 

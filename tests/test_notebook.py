@@ -339,10 +339,10 @@ class TestProgress:
     def test_a_long_load_shows_a_bar_that_can_be_turned_off(
             self, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
         from surface_lab.notebook import source
-        from surface_lab.storage import jsonl
+        from surface_lab.reading import codec
 
         monkeypatch.setattr(source, "PROGRESS_MIN_BYTES", 0)
-        monkeypatch.setattr(jsonl, "PROGRESS_EVERY", 100)
+        monkeypatch.setattr(codec, "PROGRESS_EVERY", 100)
         events_df(SAMPLES / "long-compaction.jsonl")
         assert "long-compaction.jsonl" in capfd.readouterr().err
         events_df(SAMPLES / "long-compaction.jsonl", progress=False)

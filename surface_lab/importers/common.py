@@ -15,8 +15,8 @@ from typing import Any
 from ..errors import SurfaceLabError
 from ..events import Event
 from ..jsonvalue import FrozenDict, thaw
+from ..problems import Problem
 from ..session import Session
-from ..storage.base import Problem
 from .planner import TOMBSTONE, Keep, New, Replace, plan
 
 __all__ = ["Builder", "ImportError_", "ImportResult", "parse_time", "sha256_file"]

@@ -16,8 +16,9 @@ from ..events import SURFACE_TYPES, Event, mapping_at, message_of
 from ..gcpause import gc_paused
 from ..jsonvalue import as_int, dumps
 from ..messages import estimate_tokens, message_text, project_message, text_tokens
-from ..storage.base import Problem
-from ..storage.fast import TYPE_NAMES, LogEvents
+from ..problems import Problem
+from ..reading.lines import TYPE_NAMES
+from ..reading.sequences import LogEvents
 from ..surface import REPLACE, apply_plan
 from .columns import OPS, ROLES, STATES, empty_frame, frame_from_columns
 from .source import LogData, load_source

@@ -12,10 +12,11 @@ from typing import Any
 
 from ..errors import AdmissionError, SurfaceLabError
 from ..events import SURFACE_TYPES, Event
-from ..read import LogReading, read_log
+from ..problems import Problem
+from ..reading.codec import scan_file
+from ..reading.read import LogReading, read_log
 from ..session import Session
-from ..storage.base import Problem, Store
-from ..storage.jsonl import scan_file
+from ..storage.base import Store
 from ..surface import (
     APPEND,
     LOG_ONLY,
