@@ -8,9 +8,10 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 import orjson
 
@@ -26,8 +27,11 @@ __all__ = [
     "MAX_LINE_BYTES",
     "PROGRESS_EVERY",
     "BadLine",
+    "Intent",
+    "IntentOutcome",
     "Progress",
     "has_long_digits",
+    "intent_outcome",
     "lock_path",
     "parse_line",
     "read_intent",
@@ -233,14 +237,51 @@ def _corrupt_after_bad(path: str, first_bad: tuple[int, BadLine], line_no: int) 
         f"so this is not a crash tail", code=bad.code, path=path, line=bad_line)
 
 
-_INTENT = re.compile(rb"pending (\d+) (\d+)\n")
+_INTENT = re.compile(rb"pending (\d+) (\d+)(?: ([0-9a-f]{8}))?\n")
+
+
+class Intent(NamedTuple):
+    """An append's announcement: bytes `[start, end)` of the log, with the CRC-32 of the
+    batch (None in the announcements of older versions, which had none)."""
+
+    start: int
+    end: int
+    crc: int | None
+
+
+IntentOutcome = Literal["done", "unfinished", "unexplained"]
+
+
+def intent_outcome(intent: Intent, size: int, announced: Callable[[], bytes]) -> IntentOutcome:
+    """What an announced append left in a log of `size` bytes; `announced` gives the log's
+    bytes `[start, end)` when they are needed.
+
+    * `done`: the log holds exactly the announced bytes at `[start, end)` (the writer died
+      after its fsync, before clearing the announcement; what follows is later appends),
+      or it is no longer than `start` (nothing of the batch is there).
+    * `unfinished`: the log ends inside the range, or at `end` with other bytes than the
+      announced ones (a write the fsync never covered): the batch is dropped.
+    * `unexplained`: the log goes on past `end` but `[start, end)` is not the announced
+      batch (or an older announcement without a CRC cannot tell): something else wrote
+      there, so nothing is dropped and the log is refused rather than guessed at.
+    """
+    start, end, crc = intent
+    if size <= start:
+        return "done"
+    if size < end:
+        return "unfinished"
+    if crc is None:
+        return "done" if size == end else "unexplained"
+    if zlib.crc32(announced()) == crc:
+        return "done"
+    return "unfinished" if size == end else "unexplained"
 
 
 def lock_path(log: Path) -> Path:
     return log.with_name(log.name + ".lock")
 
 
-def read_intent(log: Path) -> tuple[int, int] | None:
+def read_intent(log: Path) -> Intent | None:
     """The byte range `[start, end)` an append announced in the lock file and has not
     finished, if any. Appends write it (and fsync it) before the data and clear it after
     the data is fsynced, so a batch cut short by a crash is never taken as committed."""
@@ -248,16 +289,29 @@ def read_intent(log: Path) -> tuple[int, int] | None:
         match = _INTENT.fullmatch(lock_path(log).read_bytes())
     except OSError:
         return None
-    return (int(match.group(1)), int(match.group(2))) if match else None
+    if match is None:
+        return None
+    crc = match.group(3)
+    return Intent(int(match.group(1)), int(match.group(2)),
+                  int(crc, 16) if crc is not None else None)
 
 
 def scan_file(path: Path, progress: Progress | None = None) -> Scan:
     data, torn = read_log_bytes(path)
     intent = None if path.name.endswith(".zstd") else read_intent(path)
-    if intent is None or len(data) == intent[1] or len(data) < intent[0]:
+    outcome = None if intent is None else intent_outcome(
+        intent, len(data), lambda: data[intent.start:intent.end])
+    if intent is None or outcome == "done":
         return scan_bytes(data, str(path), torn_frame=torn, progress=progress)
-    start, end = intent
+    start, end, _ = intent
     scan = scan_bytes(data[:start], str(path), progress=progress)
+    if outcome == "unexplained":
+        scan.problems.append(Problem(
+            "error", "log-corrupt",
+            f"an append announced bytes {start}..{end}, but the log holds other bytes "
+            f"there and goes on to byte {len(data)}: read up to {start} only; nothing is "
+            f"dropped or written until this is looked into", str(path)))
+        return scan
     scan.problems.append(Problem(
         "note", "unfinished-batch",
         f"an append of bytes {start}..{end} did not finish ({len(data) - start} written): "
