@@ -4,6 +4,7 @@ or failed, 2 usage error. Bad input never prints a traceback."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -469,12 +470,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except MemoryError:
+        pass  # reported below, once the frames holding the data have been released
     except Exception as err:  # the one place that turns any failure into one line
         if args.debug:
             traceback.print_exc()
         _out(f"surface-lab: internal error: {type(err).__name__}: {err} "
              f"(rerun with --debug for a traceback)", sys.stderr)
         return 1
+    with contextlib.suppress(MemoryError):  # a fixed text: writing it allocates little
+        sys.stderr.write(_OUT_OF_MEMORY)
+    return 1
+
+
+_OUT_OF_MEMORY = ("surface-lab: out of memory: the input needs more memory than this process "
+                  "may use (the limits that bound it are in RELIABILITY.md)\n")
 
 
 if __name__ == "__main__":
