@@ -61,7 +61,7 @@ class TestZstd:
         error, peak = _peak(lambda: read_log(path))
         assert isinstance(error, CorruptLogError) and error.code == "log-corrupt"
         assert "would exceed the limit of 10485760 bytes" in str(error)
-        assert peak < 2 * MB  # nothing of the frame was decompressed
+        assert peak < 8 * MB  # less than one piece of output: nothing was decompressed
 
     def test_a_frame_that_does_not_say_its_size_is_cut_off_at_the_limit(
             self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
