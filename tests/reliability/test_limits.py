@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +24,7 @@ from surface_lab.cli import main
 from surface_lab.events import freeze_event
 from surface_lab.reading import codec
 
-from .common import HEADER, record
+from .common import HEADER, PROJECT, record
 
 pytestmark = pytest.mark.reliability
 HEADER_LINE = json.dumps({"type": "session", **HEADER}).encode() + b"\n"
@@ -150,3 +153,29 @@ class TestOutOfMemory:
         captured = capsys.readouterr()
         assert captured.err.startswith("surface-lab: out of memory")
         assert "Traceback" not in captured.err and captured.out == ""
+
+    @pytest.mark.slow
+    def test_a_command_out_of_address_space_says_so_in_one_line(self, tmp_path: Path) -> None:
+        """A real exhaustion: 100 MB of address space over what the imports took, and a
+        5.7 MB line of two million empty objects (about 330 MB to read). orjson reports
+        it as a SystemError caused by the MemoryError."""
+        path = tmp_path / "s.jsonl"
+        path.write_bytes(HEADER_LINE + b'{"type":"session/title","seq":0,"time":0,"data":'
+                         b'{"x":[' + b",".join([b"{}"] * 2_000_000) + b"]}}\n")
+        out = subprocess.run([sys.executable, "-c", _UNDER_LIMIT, str(path)],
+                             capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "PYTHONPATH": str(PROJECT)})
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert out.stderr.startswith("surface-lab: out of memory"), out.stderr
+        assert "Traceback" not in out.stderr and out.stderr.count("\n") == 1
+
+
+_UNDER_LIMIT = """
+import resource, sys
+import numpy, msgspec, orjson, surface_lab.reading.fast
+from surface_lab.cli import main
+size = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status")
+            if line.startswith("VmSize:"))
+resource.setrlimit(resource.RLIMIT_AS, (size + 100 * 2**20, size + 100 * 2**20))
+sys.exit(main(["validate", sys.argv[1]]))
+"""
