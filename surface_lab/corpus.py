@@ -24,7 +24,7 @@ from typing import Any
 
 from .errors import SurfaceLabError
 from .reading.codec import read_log_bytes
-from .storage.sqlite import connect_read_only, is_sqlite_file
+from .storage.sqlite import ReadOnlyConnection, is_sqlite_file
 
 __all__ = ["SCHEMA_VERSION", "Corpus", "Task", "events", "map_sessions", "open", "plan_tasks",
            "to_parquet", "write_chunk"]
@@ -92,15 +92,15 @@ def _refs(path: Path) -> list[SessionRef]:
     """The sessions a file holds, with their dates (read cheaply, never written)."""
     if path.is_file() and is_sqlite_file(path):
         try:
-            db = connect_read_only(path)
+            db = ReadOnlyConnection(path)
             try:
-                rows = db.execute(
+                rows = db.look(lambda c: c.execute(
                     "SELECT s.id, s.created_at, coalesce(sum(length(e.data)), 0) FROM sessions s "
                     "LEFT JOIN events e ON e.session_id = s.id GROUP BY s.id ORDER BY s.id"
-                ).fetchall()
+                ).fetchall())
             finally:
                 db.close()
-        except sqlite3.Error:
+        except (sqlite3.Error, SurfaceLabError):
             return [SessionRef(str(path), None, _date(0), path.stat().st_size)]
         return [SessionRef(str(path), sid, _date(created), int(size)) for sid, created, size
                 in rows]

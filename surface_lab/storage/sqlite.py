@@ -6,10 +6,11 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from time import monotonic, sleep
-from typing import Any
+from time import time as wall_time
+from typing import Any, TypeVar
 
 import orjson
 
@@ -25,7 +26,7 @@ from ..header import check_header
 from ..jsonvalue import dumps
 from .base import Scan, Store, checked_batch, conflict
 
-__all__ = ["APPLICATION_ID", "DDL", "SCHEMA_VERSION", "SqliteStore", "connect_read_only",
+__all__ = ["APPLICATION_ID", "DDL", "SCHEMA_VERSION", "ReadOnlyConnection", "SqliteStore",
            "is_sqlite_file"]
 
 SCHEMA_VERSION = 2
@@ -81,26 +82,83 @@ def is_sqlite_file(path: Path) -> bool:
         return False
 
 
-def connect_read_only(path: str | Path) -> sqlite3.Connection:
-    """A connection that never writes the database, and sees what concurrent writers commit.
+# A database not modified for this long, with no -wal beside it, has no writer: it is read
+# as immutable (no -wal and -shm files made), and each read is checked afterwards.
+QUIET_SECONDS = 2.0
+_LOOKS = 3  # attempts of one read while the file keeps changing under it
 
-    A reader of a WAL database takes part in its locking through the `-shm` and `-wal`
-    files beside it, creating them if need be, as SQLite requires; `immutable=1` would skip
-    the locks and read pages a writer is changing (false corruption, stale reads). Only
-    where those files cannot be created (a read-only mount) is the file read as immutable,
-    the one way SQLite reads it there.
+T = TypeVar("T")
+
+
+def _identity(path: Path) -> tuple[int, ...]:
+    """Whether a -wal exists, and the database file's device, inode, size, mtime, ctime."""
+    st = os.stat(path)
+    return (os.path.exists(f"{path}-wal"), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+            st.st_ctime_ns)
+
+
+class ReadOnlyConnection:
+    """A connection that never writes a database and never sees a writer's half-done work.
+
+    A reader of a WAL database that may be written while it reads must take part in its
+    locking (SQLite's `mode=ro`), which makes the `-wal` and `-shm` files beside it if need
+    be; `immutable=1` skips the locks and can read pages a writer's checkpoint is changing
+    (false corruption) or keep stale pages. So: a database with a `-wal`, or modified in
+    the last `QUIET_SECONDS`, is opened `mode=ro`; a quiet one is opened as immutable (no
+    file is made beside it) and every read is checked against the file afterwards: if the
+    file changed (any write moves its mtime past the quiet one) or a `-wal` appeared, the
+    read is thrown away and done again `mode=ro`. Where `mode=ro` cannot open the file
+    (a read-only mount without `-shm`), it is read as immutable, with the same checks.
     """
-    uri = Path(path).resolve().as_uri()
-    db = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None,
-                         timeout=BUSY_TIMEOUT_MS / 1000)
-    try:
-        db.execute("PRAGMA user_version").fetchone()
-    except sqlite3.Error as err:
-        db.close()
-        if err.sqlite_errorcode & 0xFF != sqlite3.SQLITE_CANTOPEN or not _read_only_folder(path):
-            raise
-        db = sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
-    return db
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path).resolve()
+        self.db, self.quiet = self._connect(force_locking=False)
+
+    def _connect(self, *, force_locking: bool) -> tuple[sqlite3.Connection, tuple[int, ...] | None]:
+        seen = _identity(self.path)
+        uri = self.path.as_uri()
+        if not force_locking and not seen[0] and wall_time() - seen[4] / 1e9 > QUIET_SECONDS:
+            return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None), seen
+        db = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None,
+                             timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            db.execute("PRAGMA user_version").fetchone()
+        except sqlite3.Error as err:
+            db.close()
+            if err.sqlite_errorcode & 0xFF != sqlite3.SQLITE_CANTOPEN or \
+                    not _read_only_folder(self.path):
+                raise
+            return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None), seen
+        return db, None
+
+    def _changed(self) -> bool:
+        return self.quiet is not None and _identity(self.path) != self.quiet
+
+    def look(self, read: Callable[[sqlite3.Connection], T]) -> T:
+        """`read(connection)` in one read transaction, done again if the file changed."""
+        for _ in range(_LOOKS):
+            if not self._changed():
+                try:
+                    self.db.execute("BEGIN")
+                    try:
+                        result = read(self.db)
+                    finally:
+                        if self.db.in_transaction:
+                            self.db.execute("COMMIT")
+                except (SurfaceLabError, sqlite3.Error):
+                    if not self._changed():
+                        raise
+                else:
+                    if not self._changed():
+                        return result
+            self.db.close()
+            self.db, self.quiet = self._connect(force_locking=True)
+        raise StorageError(f"{self.path}: the database kept changing while it was read "
+                           f"({_LOOKS} attempts)", code="database-locked", path=str(self.path))
+
+    def close(self) -> None:
+        self.db.close()
 
 
 def _switch_to_wal(db: sqlite3.Connection) -> None:
@@ -204,10 +262,17 @@ class SqliteStore(Store):
         self.path = str(path)
         self.read_only = read_only
         self._created: dict[str, Mapping[str, Any]] = {}
+        self._ro: ReadOnlyConnection | None = None
         try:
-            self._db = (connect_read_only(path) if read_only else
-                        sqlite3.connect(self.path, isolation_level=None,
-                                        timeout=BUSY_TIMEOUT_MS / 1000))
+            if read_only:
+                self._ro = ReadOnlyConnection(path)
+                self._db = self._ro.db
+            else:
+                self._db = sqlite3.connect(self.path, isolation_level=None,
+                                           timeout=BUSY_TIMEOUT_MS / 1000)
+        except OSError as err:
+            raise StorageError(f"{self.path}: cannot open the database: {err.strerror or err}",
+                               path=self.path) from err
         except sqlite3.Error as err:
             raise _storage_error(self.path, "cannot open the database", err) from err
         try:
@@ -226,10 +291,9 @@ class SqliteStore(Store):
         """Check the database, creating the schema in an empty one. Each look at it is one
         transaction, so a creator in another process is seen before it starts or after it
         committed, never half-way; the creation re-checks under the write lock."""
-        db = self._db
         try:
-            with self._reading():
-                state = _state(db)
+            state = self._look(lambda: _state(self._db))
+            db = self._db
             if state == _EMPTY:
                 if self.read_only:
                     raise self._refuse("found an empty database (schema version 0)")
@@ -257,6 +321,19 @@ class SqliteStore(Store):
         if schema != _expected_schema():
             raise self._refuse(f"found schema version {version} with a schema that differs "
                                f"from the expected tables")
+
+    def _look(self, read: Callable[[], T]) -> T:
+        """One read: a consistent snapshot, done again by a read-only connection whose
+        immutable file changed under it."""
+        if self._ro is None:
+            with self._reading():
+                return read()
+
+        def on(db: sqlite3.Connection) -> T:
+            self._db = db
+            return read()
+
+        return self._ro.look(on)
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[None]:
@@ -296,11 +373,14 @@ class SqliteStore(Store):
                                       if value is not None}}
 
     def scan(self, session_id: str) -> Scan:
-        with self._read_errors(session_id), self._reading():
+        def read() -> Scan:
             header = self._header(session_id)
             if header is None:
                 raise StorageError(f"no stored session {session_id!r}", path=self.path)
             return Scan(path=self.path, header=header, events=self._events(session_id, 0))
+
+        with self._read_errors(session_id):
+            return self._look(read)
 
     @contextlib.contextmanager
     def _read_errors(self, session_id: str | None = None) -> Iterator[None]:
@@ -357,12 +437,13 @@ class SqliteStore(Store):
         return events
 
     def read_suffix(self, session_id: str, seq: int) -> list[Event]:
-        with self._read_errors(session_id), self._reading():
-            return self._events(session_id, seq)
+        with self._read_errors(session_id):
+            return self._look(lambda: self._events(session_id, seq))
 
     def list(self) -> list[str]:
         with self._read_errors():
-            return [r[0] for r in self._db.execute("SELECT id FROM sessions ORDER BY id")]
+            return self._look(lambda: [r[0] for r in self._db.execute(
+                "SELECT id FROM sessions ORDER BY id")])
 
     # writing
 
@@ -421,4 +502,7 @@ class SqliteStore(Store):
             self.append(session_id, closers)
 
     def close(self) -> None:
-        self._db.close()
+        if self._ro is not None:
+            self._ro.close()
+        else:
+            self._db.close()

@@ -5,7 +5,9 @@ damaged stored text or nesting reported as package errors."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +34,22 @@ def _database(path: Path, events: int) -> Path:
     return path
 
 
+def _quiet(db: Path) -> Path:
+    """Make a database look untouched for a minute (as most stored databases are)."""
+    old = time.time() - 60
+    os.utime(db, (old, old))
+    return db
+
+
 class TestReaders:
-    def test_a_reader_sees_what_a_writer_commits_after_it_opened(self, tmp_path: Path) -> None:
+    @pytest.mark.parametrize("age", ["just-written", "quiet"])
+    def test_a_reader_sees_what_a_writer_commits_after_it_opened(self, tmp_path: Path,
+                                                                 age: str) -> None:
         """With no `-wal` file at its open, the reader used to open the file as immutable
         and kept reading its stale page cache (100 events) after the writer's checkpoint."""
         db = _database(tmp_path / "s.db", 100)
+        if age == "quiet":
+            _quiet(db)
         assert not Path(f"{db}-wal").exists()  # the writer's close checkpointed it away
         with SqliteStore(db, read_only=True) as reader:
             assert len(reader.scan("crash").events) == 100
@@ -45,9 +58,23 @@ class TestReaders:
             assert len(reader.scan("crash").events) == 300
             assert len(reader.read_suffix("crash", 290)) == 10
 
+    def test_reading_a_quiet_database_makes_no_file_beside_it(self, tmp_path: Path) -> None:
+        db = _quiet(_database(tmp_path / "s.db", 5))
+        before = db.read_bytes()
+        assert main(["validate", str(db)]) == 0
+        with SqliteStore(db, read_only=True) as store:
+            assert len(store.read_suffix("crash", 2)) == 3
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["s.db"]
+        assert db.read_bytes() == before
+
     @pytest.mark.slow
+    @pytest.mark.parametrize("quiet_seconds", [sqlite.QUIET_SECONDS, 0.02])
     def test_readers_racing_a_writer_that_opens_and_closes_see_no_corruption(
-            self, tmp_path: Path) -> None:
+            self, tmp_path: Path, quiet_seconds: float, monkeypatch: pytest.MonkeyPatch,
+            ) -> None:
+        """With 0.02 s, readers often open the file as immutable between two of the
+        writer's closes: each read is then checked against the file and done again."""
+        monkeypatch.setattr(sqlite, "QUIET_SECONDS", quiet_seconds)  # the forks inherit it
         db = _database(tmp_path / "s.db", 1)
         ctx = multiprocessing.get_context("fork")
         stop, out = ctx.Event(), ctx.Queue()
@@ -66,8 +93,8 @@ class TestReaders:
         failures = [f for _, found in results for f in found]
         assert reads > 0 and failures == []
         assert len(read_log(db).events) == 1 + WRITER_CYCLES * 5
-        record("sqlite-readers-racing-writer", writer_cycles=WRITER_CYCLES, reads=reads,
-               failures=len(failures))
+        record(f"sqlite-readers-racing-writer-quiet-{quiet_seconds}",
+               writer_cycles=WRITER_CYCLES, reads=reads, failures=len(failures))
 
     def test_a_database_on_a_read_only_mount_is_read(self, tmp_path: Path) -> None:
         db = _database(tmp_path / "s.db", 5)
