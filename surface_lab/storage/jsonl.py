@@ -246,7 +246,7 @@ class JsonlStore(Store):
         stored = scan.header.get("id") if isinstance(scan.header, dict) else None
         if self._file is None and isinstance(stored, str) and stored != session_id:
             raise CorruptLogError(f"{log}: the header names session {stored!r} but the "
-                                  f"folder is session {session_id!r}'s", code="store-layout",
+                                  f"folder is that of session {session_id!r}", code="store-layout",
                                   path=str(log), line=1)
         return scan
 
