@@ -79,8 +79,8 @@ def read_only_mount(folder: Path, command: str) -> subprocess.CompletedProcess[s
     (skips the test where that is not allowed: it needs root or user namespaces)."""
     folder = folder.resolve()
     mount = f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder}"
-    probe = subprocess.run(["unshare", "-m", "sh", "-c", mount], capture_output=True)
-    if shutil.which("unshare") is None or probe.returncode != 0:
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "-m", "sh", "-c", mount], capture_output=True).returncode != 0:
         pytest.skip("cannot mount a folder read-only here (needs unshare and mount rights)")
     return subprocess.run(["unshare", "-m", "sh", "-c", f"{mount} && {command}"],
                           capture_output=True, text=True, timeout=120,
