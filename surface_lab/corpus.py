@@ -25,7 +25,7 @@ from typing import Any
 
 from .errors import SurfaceLabError
 from .reading.codec import read_log_bytes
-from .storage.sqlite import is_sqlite_file
+from .storage.sqlite import ReadOnlyConnection, is_sqlite_file
 
 __all__ = ["SCHEMA_VERSION", "Corpus", "Task", "events", "map_sessions", "open", "plan_tasks",
            "to_parquet", "write_chunk"]
@@ -135,14 +135,12 @@ def _database_refs(path: Path) -> list[SessionRef]:
     try:
         with SqliteStore(path, read_only=True):  # checks the schema before any query
             pass
-        uri = path.resolve().as_uri() + ("?mode=ro" if Path(f"{path}-wal").exists()
-                                         else "?immutable=1")
-        db = sqlite3.connect(uri, uri=True)
+        db = ReadOnlyConnection(path)
         try:
-            rows = db.execute(
+            rows = db.look(lambda c: c.execute(
                 "SELECT s.id, s.created_at, coalesce(sum(length(e.data)), 0) FROM sessions s "
                 "LEFT JOIN events e ON e.session_id = s.id GROUP BY s.id ORDER BY s.id"
-            ).fetchall()
+            ).fetchall())
         finally:
             db.close()
     except (SurfaceLabError, sqlite3.Error):
