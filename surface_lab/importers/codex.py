@@ -204,7 +204,7 @@ class _Codex:
             blocks = _assistant_blocks(item)
             item_id = item.get("id") if isinstance(item.get("id"), str) else None
             self.request.append({"id": mid, "blocks": blocks, "model": self.model,
-                                 "step_key": (b.turn, self.step_key), "origin": origin,
+                                 "step_key": self.step_key, "origin": origin,
                                  "time": b.time, "identity": (item_id, _key(item))})
             self.open_calls.update(x["id"] for x in blocks if x["type"] == "tool-call")
             self.last_model = True
@@ -236,9 +236,11 @@ class _Codex:
         for unit in self.request:
             b.at(unit["time"])
             origin = {**unit["origin"], **({"usageLine": usage_line} if usage else {})}
+            # the step key's turn is read as each unit is written, as when nothing waited
+            step_key = (b.turn, unit["step_key"])
             seq = int(b.assistant(unit["id"], unit["blocks"], provider=self.provider,
-                                  model=unit["model"], step_key=unit["step_key"],
-                                  origin=origin, usage=usage)["seq"])
+                                  model=unit["model"], step_key=step_key, origin=origin,
+                                  usage=usage)["seq"])
             self.identity[seq] = unit["identity"]
         self.request = []
         b.at(now)
