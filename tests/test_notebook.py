@@ -342,6 +342,7 @@ class TestProgress:
         from surface_lab.storage import jsonl
 
         monkeypatch.setattr(source, "PROGRESS_MIN_BYTES", 0)
+        monkeypatch.setattr(source, "PROGRESS_DELAY", 0)
         monkeypatch.setattr(jsonl, "PROGRESS_EVERY", 100)
         events_df(SAMPLES / "long-compaction.jsonl")
         assert "long-compaction.jsonl" in capfd.readouterr().err

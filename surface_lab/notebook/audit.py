@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import re
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -13,12 +14,10 @@ from typing import Any
 
 import pandas as pd
 
-from ..messages import message_text
-from ..surface import REPLACE, apply_plan
-from .frames import brackets, replacements_df
+from .frames import Bracket, bracket_of, brackets, replacements_df
 from .plots import figure_png, plot_shadowing, plot_surface_size
 from .render import STYLE, esc, message_card
-from .source import LogData, load_source
+from .source import LogData, load_source, step_bar
 
 __all__ = ["audit_report", "compaction_audit", "extract_facts", "failed_compactions"]
 
@@ -45,33 +44,106 @@ def extract_facts(text: str) -> set[str]:
     return facts
 
 
-def _texts(log: LogData, seqs: Iterable[int]) -> str:
-    return "\n".join(message_text(log.events[s]) for s in seqs)
+class _Facts:
+    """`extract_facts` of many texts, each distinct word looked at once. No pattern
+    matches across whitespace, and whitespace looks to every lookaround like the end of
+    the text, so a text's facts are the union of its words' facts; a log repeats its
+    words (tool output above all) far more than its texts."""
+
+    def __init__(self) -> None:
+        self._words: dict[str, frozenset[str]] = {}
+        self._texts: dict[str, frozenset[str]] = {}  # tool output repeats whole, too
+
+    def of(self, text: str) -> frozenset[str]:
+        found = self._texts.get(text)
+        if found is None:
+            words = set(text.split())
+            known = self._words
+            for word in words.difference(known):
+                known[word] = frozenset(extract_facts(word))
+            found = self._texts[text] = frozenset().union(*map(known.__getitem__, words))
+        return found
+
+    def of_entries(self, log: LogData, seqs: Iterable[int]) -> dict[int, frozenset[str]]:
+        """The facts of each of these entries' texts (each entry looked at once)."""
+        cache: dict[int, frozenset[str]] = log.cache.setdefault("facts", {})
+        missing = [s for s in seqs if s not in cache]
+        if missing:
+            cache.update((seq, self.of(text)) for seq, text in log.texts(missing).items()
+                         if seq not in cache)
+        return cache
+
+
+def _settle_points(log: LogData, traces: list[Bracket]) -> dict[int, list[int]]:
+    """For each event after which the audit looks at the surface, the replaces it
+    settles: what the model still sees once the whole manipulation is done is the surface
+    just after the replace, or after its bracket's end when an importer re-appended kept
+    items."""
+    wanted: dict[int, list[int]] = {}
+    last = len(log.events) - 1
+    for plan in log.replaces:
+        bracket = bracket_of(traces, plan.seq)
+        at = bracket.end if bracket is not None and bracket.start < plan.seq else plan.seq
+        wanted.setdefault(min(at, last), []).append(plan.seq)
+    return wanted
+
+
+def _facts_at_risk(log: LogData, traces: list[Bracket], bar: Any) -> dict[int, list[str]]:
+    """For each replace, the facts of what it hid that the surface no longer mentions once
+    it settled. One sweep over the entries: the count of each fact on the surface is kept
+    up to date at each settle point only, so an entry added and hidden between two of
+    them is never read."""
+    facts = _Facts()
+    wanted = _settle_points(log, traces)
+    replaces = {p.seq: p for p in log.replaces}
+    entries = log.entries
+    on_surface: set[int] = set()
+    counted: set[int] = set()
+    entry_facts = facts.of_entries(log, ())  # the log's cache, filled as entries are read
+    present: Counter[str] = Counter()
+    at_risk: dict[int, set[str]] = {}
+    done = 0
+    for point in sorted(wanted):
+        stop = bisect_right(entries, point)
+        for seq in entries[done:stop]:
+            plan = replaces.get(seq)
+            if plan is not None:
+                on_surface.difference_update(plan.shadowed)
+            on_surface.add(seq)
+        done = stop
+        for seq in counted - on_surface:
+            for fact in entry_facts[seq]:  # drop what no entry mentions any more
+                if present[fact] == 1:
+                    del present[fact]
+                else:
+                    present[fact] -= 1
+        new = on_surface - counted
+        facts.of_entries(log, new)
+        for seq in new:
+            present.update(entry_facts[seq])
+        counted = set(on_surface)
+        for seq in wanted[point]:
+            shadowed = replaces[seq].shadowed
+            facts.of_entries(log, shadowed)
+            hidden = set().union(*(entry_facts[s] for s in shadowed))
+            at_risk[seq] = hidden.difference(present)
+            bar.update(1)
+    # Natural order (handler_2 before handler_10), each distinct fact keyed once.
+    ranks = {f: k for k, f in enumerate(sorted(set().union(*at_risk.values()), key=_natural))}
+    return {seq: sorted(found, key=ranks.__getitem__) for seq, found in at_risk.items()}
 
 
 def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True) -> Any:
     """One row per replace: the `replacements_df` columns plus `shadowed_type_counts`,
     `facts_at_risk` (identifiers in the shadowed content found neither in the replacement
     nor in the rest of the surface just after it), `n_at_risk` and `saved_tokens`.
-    `recorded_matches` is False where a trace's shadowedSeqs disagree with the fold."""
+    `recorded_matches` is False where a trace's shadowedSeqs disagree with the fold.
+    Only the replaces, what they hid, the traces and the surface at each replace are read.
+    """
     log = load_source(source, strict=strict, progress=progress)
     frame = replacements_df(log) if strict else replacements_df(log, strict=False)[0]
-    # What the model still sees once the whole manipulation is done: just after the
-    # replace, or after its bracket's end when an importer re-appended kept items.
-    traces = brackets(log.events)
-    settle = {plan.seq: next((b.end for b in traces if b.start < plan.seq < b.end), plan.seq)
-              for plan in log.plans if plan.kind == REPLACE}
-    wanted: dict[int, list[int]] = {}
-    for seq, at in settle.items():
-        wanted.setdefault(min(at, len(log.plans) - 1), []).append(seq)
-    at_risk: dict[int, list[str]] = {}
-    nodes: list[int] = []
-    for plan in log.plans:
-        nodes = apply_plan(nodes, plan)
-        for seq in wanted.get(plan.seq, []):
-            hidden = extract_facts(_texts(log, log.plans[seq].shadowed))
-            kept = extract_facts(_texts(log, nodes))  # the replacement and the rest
-            at_risk[seq] = sorted(hidden - kept, key=_natural)
+    with step_bar("facts at risk", len(frame), progress) as bar:
+        at_risk = _facts_at_risk(log, brackets(log), bar)
     frame = frame.copy()
     frame["shadowed_type_counts"] = [dict(Counter(types)) for types in frame["shadowed_types"]]
     frame["facts_at_risk"] = [at_risk[int(seq)] for seq in frame["seq"]]
@@ -80,9 +152,12 @@ def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True)
     return frame if strict else (frame, log.problems)
 
 
+_DIGITS = re.compile(r"(\d+)")
+
+
 def _natural(text: str) -> list[Any]:
     """Sort key that puts handler_2 before handler_10."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+    return [int(part) if part.isdigit() else part for part in _DIGITS.split(text)]
 
 
 def failed_compactions(source: Any) -> list[dict[str, Any]]:

@@ -45,6 +45,7 @@ from ..events import KNOWN_TYPES, ROW_TAGS, SURFACE_SET, Event, freeze_event
 from ..gcpause import gc_paused
 from ..jsonvalue import MAX_SAFE_INTEGER, as_int, dumps
 from ..legacy import upgrade_reason
+from ..messages import message_text
 from ..repair import interrupted_turn_closers
 from ..surface import (
     APPEND,
@@ -275,6 +276,27 @@ _SEQ_OF = operator.attrgetter("seq")
 _TIME_OF = operator.attrgetter("time")
 
 
+# The message pass (`LogEvents.message_texts`): a line's type and its message content only.
+
+
+class _TextMessage(_Plain):
+    content: Any = None
+
+
+class _TextData(_Plain):
+    message: _TextMessage | None = None
+    content: Any = None
+
+
+class _TextLine(_Plain):
+    type: str
+    data: _TextData | None = None
+
+
+_TEXT_DECODER = msgspec.json.Decoder(_TextLine)
+_NESTED_MESSAGE = frozenset({"assistant/message", "tool/result"})  # `data.message`
+
+
 # -- events kept packed in the file's bytes ----------------------------------------------
 
 
@@ -461,6 +483,29 @@ class LogEvents(ReadOnlySequence[Event]):
         (An integral float `surfaceOp` endpoint stays a float here.)"""
         record = self._record(seq)
         return self._item(seq) if self._records.codes[record] == _ROW else self._parse(record)
+
+    def message_texts(self, seqs: Iterable[int]) -> list[str]:
+        """`message_text` of each of these events, decoding of each line only its message
+        content (not its sources, ids or other fields): what an audit reads of the
+        entries a replace hid, at a fraction of `raw`'s cost."""
+        starts, codes = self._records.starts, self._records.codes
+        view = memoryview(self._data)
+        out = []
+        for seq in seqs:
+            record = self._record(seq)
+            if codes[record] == _ROW:  # a chunk: no message
+                out.append(message_text(self._item(seq)))
+                continue
+            try:
+                line = _TEXT_DECODER.decode(view[starts[record] : starts[record + 1] - 1])
+            except msgspec.DecodeError:  # a number too large for a double: the full parse
+                out.append(message_text(self.raw(seq)))
+                continue
+            data = line.data
+            message = data.message if line.type in _NESTED_MESSAGE and data else data
+            out.append(message_text({"type": "user/message", "data": {
+                "content": message.content if message is not None else None}}))
+        return out
 
     def lookup(self, seq: int) -> Mapping[str, Any] | None:
         """`raw(seq)`, or None outside the log: the planner's lookup, which reads data."""
