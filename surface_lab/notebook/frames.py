@@ -307,7 +307,7 @@ def bracket_of(traces: Sequence[Bracket], seq: int) -> Bracket | None:
     return traces[at] if at >= 0 and seq < traces[at].end else None
 
 
-def _prune_record(log: LogData, seq: int) -> list[Any] | None:
+def prune_record(log: LogData, seq: int) -> list[Any] | None:
     """The shadowedSeqs a `compaction/prune` just before a tool-result rewrite recorded."""
     if seq > 0 and log.type_of(seq - 1) == "compaction/prune":
         return list(mapping_at(log.read(seq - 1), "data").get("shadowedSeqs") or [])
@@ -369,7 +369,7 @@ def replacement_columns(log: LogData) -> dict[str, list[Any]]:
         cid = source_info.get("compactionId") or (bracket.compaction_id if bracket else None)
         shadowed = list(plan.shadowed)
         if event["type"] == "tool/result" and bracket is None:
-            kind, recorded = "prune", _prune_record(log, plan.seq)
+            kind, recorded = "prune", prune_record(log, plan.seq)
             matches = None if recorded is None else recorded == shadowed
         elif bracket is not None:
             kind = bracket.kind
