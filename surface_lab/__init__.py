@@ -14,7 +14,7 @@ from .errors import (
 )
 from .events import KNOWN_TYPES, SESSION_FORMAT_VERSION, SURFACE_TYPES, Event
 from .messages import DerivedMessages, derive_messages
-from .read import LogReading, read_log
+from .reading.read import LogReading, read_log
 from .repair import interrupted_turn_closers
 from .session import Session
 from .surface import FoldResult, Plan, Replacement, fold_surface, plan_event

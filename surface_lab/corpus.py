@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SurfaceLabError
-from .storage.jsonl import read_log_bytes
+from .reading.codec import read_log_bytes
 from .storage.sqlite import is_sqlite_file
 
 __all__ = ["SCHEMA_VERSION", "Corpus", "Task", "events", "map_sessions", "open", "plan_tasks",
@@ -193,8 +193,8 @@ def _read_session(ref: SessionRef) -> tuple[Any, str, str, list[Any], int | None
     bad data."""
     from .importers import detect_format, import_any
     from .notebook.source import LogData, load_source
-    from .read import read_log
-    from .storage.base import Problem
+    from .problems import Problem
+    from .reading.read import read_log
 
     path = Path(ref.path)
     fmt = "surface"

@@ -15,8 +15,8 @@ from surface_lab.errors import CorruptLogError, SurfaceLabError
 from surface_lab.notebook import events_df
 from surface_lab.notebook.frames import event_columns
 from surface_lab.notebook.source import load_source
-from surface_lab.storage import fast
-from surface_lab.storage.fast import LogEvents
+from surface_lab.reading import fast, lines
+from surface_lab.reading.sequences import LogEvents
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"
 GOOD = ["chat", "cancelled-turn", "crash-needs-repair", "empty-response-retry",
@@ -45,7 +45,7 @@ def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     limit), one line per stretch, and with the depth found by counting brackets (as on
     an interpreter that counts C recursion apart, where the probe does not fail)."""
     if request.param == "line by line":
-        monkeypatch.setattr(fast, "_STRETCH_BYTES", 1)
+        monkeypatch.setattr(lines, "STRETCH_BYTES", 1)
     if request.param == "counted depth":
         monkeypatch.setattr(fast, "_TOO_DEEP", b"[]")
     return str(request.param)
@@ -238,7 +238,7 @@ def test_sources_that_do_not_rise_are_checked_one_list_at_a_time(
 
 def test_a_number_too_large_for_a_double_in_skipped_text_is_named_when_read(
         tmp_path: Path) -> None:
-    """The one thing the fast reader leaves for later (see storage/fast.py)."""
+    """The one thing the fast reader leaves for later (see reading/fast.py)."""
     lines = _lines("chat")
     i = next(i for i, line in enumerate(lines) if b'"type":"user/message"' in line)
     lines[i] = lines[i].replace(b'"content":[', b'"content":[{"type":"x","n":1e400},', 1)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
+import ipywidgets as widgets
 import matplotlib
+import numpy as np
 import pandas as pd
 import pytest
 from builders import ev, user, user_msg
 from matplotlib.collections import LineCollection, PathCollection, PolyCollection
 from matplotlib.figure import Figure
+from PIL import Image
 
 from surface_lab import Session, fold_surface, read_log
 from surface_lab.cli import main
@@ -34,6 +38,7 @@ from surface_lab.notebook import (
 )
 from surface_lab.notebook.audit import audit_report
 from surface_lab.notebook.render import step_html
+from surface_lab.notebook.widgets import SurfaceSizeFigure
 
 matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,6 +97,20 @@ class TestFrames:
         messages = messages_df(log, at=18)
         assert list(messages["seq"]) == [1, 12, 18]
         assert list(messages["role"]) == ["user", "assistant", "user"]
+
+    def test_a_resumed_session_has_one_more_row_its_end_seed_marker(self) -> None:
+        log = read_log(SAMPLES / "long-compaction.jsonl")
+        from_file, from_session = events_df(log), events_df(log.session())
+        assert len(from_file) == len(log.events) == 888
+        assert len(from_session) == 889
+        marker = from_session.iloc[-1]
+        assert (marker["seq"], marker["type"], marker["on_surface"]) == (
+            888, "session/end-seed", False)
+        assert pd.isna(marker["surface_op"]) and pd.isna(marker["shadowed_by"])
+        kept = from_session[from_session["type"] != "session/end-seed"]
+        same = [c for c in from_file.columns if c != "line"]  # a Session has no lines
+        pd.testing.assert_frame_equal(kept[same], from_file[same])
+        assert surface_df(log.session()).equals(surface_df(log))
 
     def test_the_real_compaction_log(self) -> None:
         rep = replacements_df(COMPACTION_LOG).iloc[0]
@@ -206,6 +225,35 @@ class TestWidget:
         widget = ReplayWidget(SAMPLES / "chat.jsonl", start=5)
         assert bytes(widget.image.value).startswith(b"\x89PNG")
 
+    def test_it_composes_like_any_other_widget(self) -> None:
+        widget = ReplayWidget(SAMPLES / "chat.jsonl", start=5, layout={"width": "90%"})
+        box = widgets.VBox([widgets.Label("before"), widget])
+        assert box.children[1] is widget and isinstance(widget, widgets.DOMWidget)
+        assert widget.layout.width == "90%"
+        assert widget.image in widget.children and widget.html in widget.children
+        bundle = widget._repr_mimebundle_()
+        assert "application/vnd.jupyter.widget-view+json" in bundle
+
+    def test_view_still_works_but_warns(self) -> None:
+        widget = ReplayWidget(SAMPLES / "chat.jsonl", figure=False)
+        assert widget.image not in widget.children
+        with pytest.warns(DeprecationWarning, match="ReplayWidget is a VBox itself"):
+            assert widget.view is widget
+
+    def test_the_position_line_follows_the_step(self) -> None:
+        figure = SurfaceSizeFigure(load_source(SAMPLES / "long-compaction.jsonl"))
+        first = figure.png(100)
+        for seq in (100, 400, 800):
+            pixels = np.asarray(Image.open(io.BytesIO(figure.png(seq))).convert("RGB"))
+            red, green, blue = (pixels[..., k].astype(int) for k in range(3))
+            # The line's colour (#D55E00), far from the tokens' orange (#E69F00).
+            columns = np.nonzero(((abs(red - 0xD5) < 20) & (abs(green - 0x5E) < 20)
+                                  & (blue < 30)).sum(axis=0) > 50)[0]
+            expected = figure._ax.transData.transform((seq, 0))[0]
+            assert len(columns) and abs(columns.mean() - expected) < 2, (seq, columns)
+        # Blitting leaves no line behind: the same step gives the same image.
+        assert figure.png(100) == first
+
     def test_log_text_is_escaped(self, tmp_path: Path) -> None:
         session = Session("x")
         session.append("user/message", user_msg("u", HOSTILE), surface_op="append")
@@ -216,6 +264,9 @@ class TestWidget:
             assert "<script>" not in value and "<img src=x" not in value
             assert "&lt;script&gt;" in value
         report = audit_report(session, tmp_path)["html"].read_text()
+        own_script = report.rindex("<script>")  # the table sorter, last in the page
+        assert report.count("<script>") == 1 and report.endswith("</script></body></html>")
+        report = report[:own_script]
         assert "<script>" not in report and "<img src=x" not in report
         assert "&lt;img src=x onerror=alert(1)&gt;" in report
 
@@ -231,8 +282,8 @@ class TestPlots:
         lines = [c for c in ax.collections if isinstance(c, LineCollection)]
         assert sum(len(c.get_segments()) for c in lines) == 7 + sum(
             len(r.shadowed_seqs) for r in log.fold.replacements)
-        [heads] = [c for c in ax.collections if isinstance(c, PathCollection)]
-        assert len(heads.get_offsets()) == 7
+        [failed, heads] = [c for c in ax.collections if isinstance(c, PathCollection)]
+        assert len(heads.get_offsets()) == 7 and len(failed.get_offsets()) == 1
         assert [t.get_text() for t in ax.get_yticklabels()][:2] == ["events", "seq 250 cmp-1"]
 
     def test_shadowing_artist_count_does_not_grow_with_events(self) -> None:
@@ -320,12 +371,15 @@ class TestAuditCommand:
         out = capsys.readouterr().out
         assert "cmp-8" in out and "failed compaction cmp-3" in out
         written = sorted(p.name for p in (tmp_path / "surface-lab-audit").iterdir())
-        assert written == ["long-compaction-audit.html", "long-compaction-swimlane.png"]
+        assert written == ["index.html", "long-compaction-audit.html",
+                           "long-compaction-swimlane.png"]
 
     def test_a_path_and_an_out_dir(self, tmp_path: Path,
                                    capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["audit", str(COMPACTION_LOG), "--out", str(tmp_path)]) == 0
-        assert len(list(tmp_path.iterdir())) == 2
+        stem = COMPACTION_LOG.name.removesuffix(".jsonl")  # reports are named after the input
+        assert sorted(p.name for p in tmp_path.iterdir()) == [
+            "index.html", f"{stem}-audit.html", f"{stem}-swimlane.png"]
 
     def test_bad_input_is_one_line(self, tmp_path: Path,
                                    capsys: pytest.CaptureFixture[str]) -> None:
@@ -339,11 +393,11 @@ class TestProgress:
     def test_a_long_load_shows_a_bar_that_can_be_turned_off(
             self, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
         from surface_lab.notebook import source
-        from surface_lab.storage import jsonl
+        from surface_lab.reading import codec
 
         monkeypatch.setattr(source, "PROGRESS_MIN_BYTES", 0)
         monkeypatch.setattr(source, "PROGRESS_DELAY", 0)
-        monkeypatch.setattr(jsonl, "PROGRESS_EVERY", 100)
+        monkeypatch.setattr(codec, "PROGRESS_EVERY", 100)
         events_df(SAMPLES / "long-compaction.jsonl")
         assert "long-compaction.jsonl" in capfd.readouterr().err
         events_df(SAMPLES / "long-compaction.jsonl", progress=False)

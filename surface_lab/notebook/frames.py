@@ -17,8 +17,9 @@ from ..events import SURFACE_TYPES, Event, mapping_at, message_of
 from ..gcpause import gc_paused
 from ..jsonvalue import as_int, dumps
 from ..messages import estimate_tokens, message_text, project_message, text_tokens
-from ..storage.base import Problem
-from ..storage.fast import TYPE_NAMES, LogEvents
+from ..problems import Problem
+from ..reading.lines import TYPE_NAMES
+from ..reading.sequences import LogEvents
 from ..surface import REPLACE, apply_plan
 from .columns import OPS, ROLES, STATES, empty_frame, frame_from_columns
 from .source import LogData, load_source
@@ -80,7 +81,13 @@ def nodes_at(log: LogData, at: int | None) -> list[int]:
 
 def events_df(source: Any, *, strict: bool = True, progress: bool = True) -> Any:
     """One row per logical event: envelope, surface fields, visibility now, message and
-    sizes (see `schema_table()`)."""
+    sizes (see `schema_table()`).
+
+    Every event of the source is a row, so `len(frame) == len(events)` and `seq` equals
+    the index. A Session resumed from a log (`read_log(path).session()`) ends with the
+    `session/end-seed` marker it appends after the seed (SPEC 5; the first event a store
+    writes on resume, timed now): one row more than the file, log-only, on no surface.
+    Pass the log itself to match the file, or drop `type == "session/end-seed"`."""
     log = load_source(source, strict=strict, progress=progress)
     if isinstance(log.events, LogEvents):
         return _finish(frame_from_columns("events", _event_arrays(log, log.events)), log,

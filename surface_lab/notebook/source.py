@@ -14,11 +14,13 @@ from typing import Any
 from ..errors import AdmissionError, SurfaceLabError
 from ..events import SURFACE_TYPES, Event
 from ..messages import message_text
-from ..read import LogReading, read_log
+from ..problems import Problem
+from ..reading.codec import scan_file
+from ..reading.lines import TYPE_NAMES
+from ..reading.read import LogReading, read_log
+from ..reading.sequences import LogEvents, PlanList
 from ..session import Session
-from ..storage.base import Problem, Store
-from ..storage.fast import TYPE_NAMES, LogEvents, PlanList
-from ..storage.jsonl import scan_file
+from ..storage.base import Store
 from ..surface import (
     APPEND,
     LOG_ONLY,

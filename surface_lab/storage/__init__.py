@@ -1,6 +1,8 @@
 """Persistence: one narrow store interface with a JSONL and a SQLite backend (SPEC 7)."""
 
-from .base import Problem, Scan, Store
+from ..problems import Problem
+from ..reading.scan import Scan
+from .base import Store
 from .jsonl import JsonlStore
 from .sqlite import SCHEMA_VERSION, SqliteStore
 

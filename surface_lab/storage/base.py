@@ -1,76 +1,22 @@
-"""The store interface, shared by the JSONL and SQLite backends, and the records a scan of
-stored data produces. Backends store and return records; `load.py` validates and repairs."""
+"""The store interface, shared by the JSONL and SQLite backends. Backends store records
+and return them as a `Scan`; the load pipeline (`reading.pipeline`) validates them, and
+`Store.load` / `Store.resume` write its repair durably."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from ..errors import AdmissionError, StorageError, SurfaceLabError
+from ..errors import AdmissionError, StorageError
 from ..events import Event, check_envelope, freeze_event
 from ..jsonvalue import as_int
+from ..problems import Problem
+from ..reading.pipeline import CheckedLog, check_log
+from ..reading.scan import Scan
 from ..session import Session
 
 __all__ = ["Problem", "Scan", "Store"]
-
-Severity = Literal["note", "error"]
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One finding about a log: an `error` makes it invalid, a `note` does not."""
-
-    severity: Severity
-    code: str
-    message: str
-    path: str | None = None
-    line: int | None = None
-    seq: int | None = None
-    event_type: str | None = None
-
-    @classmethod
-    def from_error(cls, err: SurfaceLabError, *, path: str | None = None) -> Problem:
-        where = err.path or path
-        message = err.message
-        if where and message.startswith(f"{where}: "):  # the location says it already
-            message = message[len(where) + 2 :]
-        return cls("error", err.code or "error", message, where, err.line, err.seq,
-                   err.event_type)
-
-    def __str__(self) -> str:
-        """`PATH:LINE: seq N TYPE: CODE: message` (SPEC 13), notes prefixed `note:`."""
-        where = SurfaceLabError("", path=self.path, line=self.line, seq=self.seq,
-                                event_type=self.event_type).location()
-        text = f"{self.code}: {self.message}"
-        if self.severity == "note":
-            text = f"note: {text}"
-        return f"{where}: {text}" if where else text
-
-
-@dataclass
-class Scan:
-    """What a backend read: the raw header, the logical events of the good prefix (packed
-    rows expanded, fixture seqs assigned), their physical lines, and scan findings."""
-
-    path: str
-    header: Any
-    events: list[Event] = field(default_factory=list)
-    lines: list[int] = field(default_factory=list)
-    form: Literal["stored", "fixture"] = "stored"
-    problems: list[Problem] = field(default_factory=list)
-    # Where repair truncates to (JSONL: the end of the last good line), when it must.
-    truncate_at: int | None = None
-
-    def line_of(self, seq: int | None) -> int | None:
-        if seq is not None and 0 <= seq < len(self.lines):
-            return self.lines[seq]
-        return None
-
-    @property
-    def needs_truncation(self) -> bool:
-        return self.truncate_at is not None
 
 
 class Store(ABC):
@@ -122,17 +68,28 @@ class Store(ABC):
         Raises:
             CorruptLogError, UnsupportedFormatError, StorageError.
         """
-        from .load import load_for_resume
-
-        loaded = load_for_resume(self, session_id)
+        loaded = self._load_for_resume(session_id)
         return loaded.header, loaded.events
 
     def resume(self, session_id: str) -> Session:
         """A Session over a stored (or created) session that writes every append here
         before committing it. The end-seed marker is the first batch written."""
-        from .load import resume_session
+        created = getattr(self, "_created", {}).get(session_id)
+        sink = self._sink_for(session_id)
+        if created is not None:
+            return Session(session_id, header=created, sink=sink)
+        checked = self._load_for_resume(session_id)
+        return Session(session_id, seed=checked.events, header=checked.header, sink=sink)
 
-        return resume_session(self, session_id)
+    def _load_for_resume(self, session_id: str) -> CheckedLog:
+        """Check a stored session for resuming; write its repair durably, then reload."""
+        scan = self.scan(session_id)
+        checked = check_log(scan, resume=True)
+        if scan.needs_truncation or checked.closers:
+            self._repair(session_id, scan, checked.closers)
+            scan = self.scan(session_id)
+            checked = check_log(scan, resume=True)
+        return checked
 
     def _sink_for(self, session_id: str) -> Any:
         def sink(event: Event) -> None:

@@ -1,26 +1,35 @@
-"""The JSONL backend (SPEC 7.1): dsh's on-disk layout, line scanning with torn and crash
-tails, the snapshot-fixture form, packed rows, zstd reading and durable appends."""
+"""The JSONL backend (SPEC 7.1): dsh's on-disk layout, packed rows and durable appends;
+reading a log's bytes is `reading.codec`'s."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from ..chunks import RowError, expand_row, pack_records
-from ..errors import AdmissionError, CorruptLogError, StorageError
-from ..events import ROW_SET, Event, freeze_event
+from ..chunks import pack_records
+from ..errors import StorageError
+from ..events import Event
 from ..header import HEADER_KEYS, check_header
-from ..jsonvalue import as_int, dumps
-from .base import Problem, Scan, Store, checked_batch, conflict
+from ..jsonvalue import dumps
+from ..reading.codec import (
+    MAX_DECOMPRESSED_BYTES,
+    MAX_LINE_BYTES,
+    BadLine,
+    lock_path,
+    parse_line,
+    read_intent,
+    read_log_bytes,
+    scan_bytes,
+    scan_file,
+)
+from ..reading.scan import Scan
+from .base import Store, checked_batch, conflict
 
 __all__ = [
     "MAX_DECOMPRESSED_BYTES",
@@ -38,20 +47,7 @@ __all__ = [
 
 LOG_NAME = "session.jsonl"
 ZSTD_NAME = "session.jsonl.zstd"
-# A line longer than this is refused as unparsable rather than loaded (bounded memory).
-MAX_LINE_BYTES = 64 * 1024 * 1024
-MAX_DECOMPRESSED_BYTES = 4 * 1024**3
-ZSTD_PIECE = 4096  # compressed bytes fed at a time: at most ~128 MiB of output each
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
-# Every digit becomes "0" and every other byte "x": a run of 19 digits is then a plain
-# substring search, several times faster than a regular expression over a large log.
-_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= b <= 0x39 else 0x78 for b in range(256))
-_LONG_RUN = b"0" * 19
-
-
-def has_long_digits(data: bytes) -> bool:
-    """Whether `data` holds a run of 19 or more digits (a number orjson would round)."""
-    return _LONG_RUN in data.translate(_DIGITS_AS_ZERO)
 
 
 # -- layout ------------------------------------------------------------------------------
@@ -131,219 +127,6 @@ def encode_events(events: Sequence[Event], *, pack: bool = True) -> bytes:
 # -- reading -----------------------------------------------------------------------------
 
 
-def read_log_bytes(path: Path) -> tuple[bytes, bool]:
-    """The decompressed bytes of a log file and whether a zstd frame was torn.
-
-    zstd input is fed in small pieces so that a decompression bomb is refused once the
-    output passes `MAX_DECOMPRESSED_BYTES`, whatever the frames claim about their size.
-    """
-    raw = path.read_bytes()
-    if not path.name.endswith(".zstd"):
-        return raw, False
-    import zstandard
-
-    dctx = zstandard.ZstdDecompressor()
-    frames: list[bytes] = []
-    total = 0
-    rest = memoryview(raw)
-    while rest:
-        dobj = dctx.decompressobj()
-        frame: list[bytes] = []
-        offset = 0
-        try:
-            while not dobj.eof and offset < len(rest):
-                frame.append(dobj.decompress(bytes(rest[offset : offset + ZSTD_PIECE])))
-                offset += ZSTD_PIECE
-                total += len(frame[-1])
-                if total > MAX_DECOMPRESSED_BYTES:
-                    raise CorruptLogError(
-                        f"decompressed log exceeds the limit of {MAX_DECOMPRESSED_BYTES} "
-                        f"bytes", code="log-corrupt", path=str(path))
-        except zstandard.ZstdError:
-            return b"".join(frames), True
-        if not dobj.eof:  # the final frame was cut short: nothing in it counts
-            return b"".join(frames), True
-        frames.append(b"".join(frame))
-        # The next frame starts with what the last piece held past this one's end.
-        rest = memoryview(dobj.unused_data + bytes(rest[offset:]))
-    return b"".join(frames), False
-
-
-class _BadLine(Exception):
-    def __init__(self, code: str, message: str, record: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.record = record
-
-
-def _parse(line: bytes, *, long_digits: bool = True) -> Any:
-    if len(line) > MAX_LINE_BYTES:
-        raise _BadLine("line-unparsable", f"line is longer than {MAX_LINE_BYTES} bytes")
-    if not line.strip():
-        raise _BadLine("line-unparsable", "empty line")
-    try:
-        value = orjson.loads(line)
-    except orjson.JSONDecodeError as err:
-        raise _BadLine("line-unparsable", f"not JSON: {err}") from None
-    if long_digits and has_long_digits(line):  # orjson makes big integers floats
-        try:
-            value = json.loads(line.decode(), parse_constant=_refuse_constant)
-        except (ValueError, RecursionError) as err:
-            raise _BadLine("line-unparsable", f"not JSON: {err}") from None
-    if not isinstance(value, dict):
-        raise _BadLine("line-unparsable", f"a record must be a JSON object, got "
-                                          f"{type(value).__name__}")
-    return value
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-Progress = Callable[[int, int], None]
-PROGRESS_EVERY = 50_000
-
-
-def scan_bytes(data: bytes, path: str, *, torn_frame: bool = False,
-               progress: Progress | None = None) -> Scan:
-    """Scan a JSONL log into its header, the logical events of the good prefix and the
-    findings of SPEC 7.1 (torn tail, crash tail, fixture form).
-
-    Raises:
-        CorruptLogError: an empty or header-less file, an unparsable header, a bad line
-            followed by a `turn/end`, or mixed fixture and stored lines.
-    """
-    if not data or b"\n" not in data:
-        raise CorruptLogError("empty or header-less log", code="log-corrupt", path=path,
-                              line=1)
-    lines = data.split(b"\n")
-    fragment = lines.pop()
-    try:
-        header = _parse(lines[0])
-    except _BadLine as bad:
-        raise CorruptLogError(f"header line: {bad.message}", code=bad.code, path=path,
-                              line=1) from None
-    scan = Scan(path=path, header=header)
-    # One search of the whole file tells whether any line needs the exact-integer parse.
-    long_digits = has_long_digits(data)
-    offset = len(lines[0]) + 1
-    good_end = offset
-    fixture: bool | None = None
-    first_bad: tuple[int, _BadLine] | None = None
-    dropped = 0
-    for index in range(1, len(lines)):
-        if progress is not None and index % PROGRESS_EVERY == 0:
-            progress(index, len(lines))
-        line_no = index + 1
-        line = lines[index]
-        offset += len(line) + 1
-        if first_bad is not None:
-            dropped += 1
-            with contextlib.suppress(_BadLine):
-                if _parse(line).get("type") == "turn/end":
-                    _corrupt_after_bad(path, first_bad, line_no)
-            continue
-        try:
-            record = _parse(line, long_digits=long_digits)
-            kind = record.get("type")
-            is_row = isinstance(kind, str) and kind in ROW_SET
-            stored_form = ("seq0" in record or "time0" in record) if is_row else (
-                "seq" in record or "time" in record)
-            if fixture is None:
-                fixture = not stored_form
-                scan.form = "fixture" if fixture else "stored"
-            elif fixture == stored_form:
-                raise CorruptLogError(
-                    f"line {line_no} is in the {'stored' if stored_form else 'fixture'} form "
-                    f"but the first event line is in the {scan.form} form",
-                    code="mixed-fixture-form", path=path, line=line_no)
-            expected = len(scan.events)
-            if is_row:
-                if not fixture and as_int(record.get("seq0")) != expected:
-                    raise _BadLine("seq-gap", f"packed row starts at seq {record.get('seq0')!r}"
-                                              f", expected {expected}", record)
-                try:
-                    members: list[Any] = expand_row(record, fixture=fixture, seq0=expected)
-                except RowError as err:
-                    raise _BadLine("row-malformed", str(err), record) from None
-            else:
-                if fixture:
-                    record = {**record, "seq": expected, "time": 0}
-                elif as_int(record.get("seq")) != expected:
-                    raise _BadLine("seq-gap", f"seq is {record.get('seq', '<missing>')!r}, "
-                                              f"expected {expected}", record)
-                try:
-                    members = [freeze_event(record)]
-                except AdmissionError as err:
-                    raise CorruptLogError(str(err), code=err.code, path=path, line=line_no,
-                                          seq=expected, event_type=err.event_type) from None
-        except _BadLine as bad:
-            first_bad = (line_no, bad)
-            if isinstance(bad.record, dict) and bad.record.get("type") == "turn/end":
-                _corrupt_after_bad(path, first_bad, line_no)
-            continue
-        scan.events.extend(members)
-        scan.lines.extend([line_no] * len(members))
-        good_end = offset
-    if first_bad is not None:
-        bad_line, bad_record = first_bad
-        scan.problems.append(Problem(
-            "error", bad_record.code,
-            f"crash tail from line {bad_line}: {dropped + 1} complete line(s) would be dropped "
-            f"({bad_record.message}); run surface-lab repair",
-            path, bad_line))
-        scan.truncate_at = good_end
-    if fragment or torn_frame:
-        scan.problems.append(Problem(
-            "note", "torn-tail",
-            f"a torn final fragment ({len(fragment)} bytes without a newline) is ignored",
-            path, len(lines) + 1))
-        scan.truncate_at = good_end
-    return scan
-
-
-def _corrupt_after_bad(path: str, first_bad: tuple[int, _BadLine], line_no: int) -> None:
-    bad_line, bad = first_bad
-    where = "it" if line_no == bad_line else f"line {line_no}"
-    raise CorruptLogError(
-        f"bad line {bad_line} ({bad.message}) in committed data: {where} records a turn/end, "
-        f"so this is not a crash tail", code=bad.code, path=path, line=bad_line)
-
-
-_INTENT = re.compile(rb"pending (\d+) (\d+)\n")
-
-
-def lock_path(log: Path) -> Path:
-    return log.with_name(log.name + ".lock")
-
-
-def read_intent(log: Path) -> tuple[int, int] | None:
-    """The byte range `[start, end)` an append announced in the lock file and has not
-    finished, if any. Appends write it (and fsync it) before the data and clear it after
-    the data is fsynced, so a batch cut short by a crash is never taken as committed."""
-    try:
-        match = _INTENT.fullmatch(lock_path(log).read_bytes())
-    except OSError:
-        return None
-    return (int(match.group(1)), int(match.group(2))) if match else None
-
-
-def scan_file(path: Path, progress: Progress | None = None) -> Scan:
-    data, torn = read_log_bytes(path)
-    intent = None if path.name.endswith(".zstd") else read_intent(path)
-    if intent is None or len(data) == intent[1] or len(data) < intent[0]:
-        return scan_bytes(data, str(path), torn_frame=torn, progress=progress)
-    start, end = intent
-    scan = scan_bytes(data[:start], str(path), progress=progress)
-    scan.problems.append(Problem(
-        "note", "unfinished-batch",
-        f"an append of bytes {start}..{end} did not finish ({len(data) - start} written): "
-        f"it was never committed and repair drops it", str(path)))
-    scan.truncate_at = start if scan.truncate_at is None else scan.truncate_at
-    return scan
-
-
 # -- the store ---------------------------------------------------------------------------
 
 
@@ -387,8 +170,8 @@ class JsonlStore(Store):
         with open(self._file, "rb") as f:
             first = f.readline(MAX_LINE_BYTES)
         try:
-            header = _parse(first)
-        except _BadLine:
+            header = parse_line(first)
+        except BadLine:
             return None
         return header.get("id") if isinstance(header.get("id"), str) else None
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from surface_lab import SurfaceLabError, read_log
 from surface_lab.cli import main
 from surface_lab.notebook import events_df, replacements_df
-from surface_lab.storage import jsonl
+from surface_lab.reading import codec
 
 from .common import record
 
@@ -159,7 +159,7 @@ FUZZ = settings(max_examples=250, deadline=None, derandomize=True,
 
 @pytest.fixture(autouse=True)
 def _small_line_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", LINE_LIMIT)
+    monkeypatch.setattr(codec, "MAX_LINE_BYTES", LINE_LIMIT)
 
 
 @FUZZ

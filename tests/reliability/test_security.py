@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from surface_lab import CorruptLogError, Session, read_log
 from surface_lab.notebook import ReplayWidget
 from surface_lab.notebook.audit import audit_report
-from surface_lab.storage import JsonlStore, SqliteStore, jsonl
+from surface_lab.reading import codec
+from surface_lab.storage import JsonlStore, SqliteStore
 
 from .common import HEADER
 
@@ -100,7 +101,7 @@ def test_zstd_output_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     path = tmp_path / "bomb.jsonl.zstd"
     path.write_bytes(buffer.getvalue())
     assert path.stat().st_size < 100_000
-    monkeypatch.setattr(jsonl, "MAX_DECOMPRESSED_BYTES", 1_000_000)
+    monkeypatch.setattr(codec, "MAX_DECOMPRESSED_BYTES", 1_000_000)
     with pytest.raises(CorruptLogError, match="exceeds the limit of 1000000 bytes"):
         read_log(path)
 

@@ -8,27 +8,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .errors import CorruptLogError, StorageError, SurfaceLabError, UnsupportedFormatError
-from .events import Event
-from .jsonvalue import FrozenDict
-from .session import Session
-from .storage.base import Problem, Scan
-from .storage.fast import fast_check
-from .storage.jsonl import (
-    LOG_NAME,
-    ZSTD_NAME,
-    JsonlStore,
+from ..errors import CorruptLogError, StorageError, SurfaceLabError, UnsupportedFormatError
+from ..events import Event
+from ..jsonvalue import FrozenDict
+from ..problems import Problem
+from ..session import Session
+from ..storage.jsonl import LOG_NAME, ZSTD_NAME, JsonlStore
+from ..storage.sqlite import SqliteStore, is_sqlite_file
+from ..surface import FoldResult, Plan
+from .codec import (
+    BadLine,
     Progress,
-    _BadLine,
-    _parse,
+    parse_line,
     read_intent,
     read_log_bytes,
     scan_bytes,
     scan_file,
 )
-from .storage.load import CheckedLog, check_header_line, check_log
-from .storage.sqlite import SqliteStore, is_sqlite_file
-from .surface import FoldResult, Plan
+from .fast import fast_check
+from .pipeline import CheckedLog, check_header_line, check_log
+from .scan import Scan
 
 __all__ = ["LogReading", "read_log"]
 
@@ -126,8 +125,8 @@ def _read_fast(path: Path, session_id: str | None,
     if torn or end < 0:
         return full_scan()
     try:
-        raw = _parse(data[:end])
-    except _BadLine:
+        raw = parse_line(data[:end])
+    except BadLine:
         return full_scan()
     if session_id is not None and raw.get("id") != session_id:
         return full_scan()
@@ -199,7 +198,7 @@ def read_log(path: str | os.PathLike[str], *, session_id: str | None = None,
     except (CorruptLogError, UnsupportedFormatError, StorageError) as err:
         if err.line not in (None, 1) and err.code != "seq-gap":
             raise
-        from .importers import foreign_format_hint
+        from ..importers import foreign_format_hint
 
         hint = foreign_format_hint(Path(path))
         if hint is None:

@@ -1,5 +1,6 @@
 """The load pipeline (SPEC 7.3), shared by both backends and by `read_log`: header, legacy
-upgrades, known types, closers and a full seed check; stores then repair durably."""
+upgrades, known types, closers and a full seed check; stores then repair durably
+(`Store.load`)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ from ..header import check_header
 from ..jsonvalue import FrozenDict
 from ..legacy import upgrade_events
 from ..messages import project_message
+from ..problems import Problem
 from ..repair import interrupted_turn_closers
 from ..session import Session
 from ..surface import FoldResult
-from .base import Problem, Scan, Store
+from .scan import Scan
 
-__all__ = ["CheckedLog", "check_header_line", "check_log", "load_for_resume", "note_open_turn",
-           "resume_session"]
+__all__ = ["CheckedLog", "check_header_line", "check_log", "note_open_turn"]
 
 
 @dataclass
@@ -138,23 +139,3 @@ def check_log(scan: Scan, *, resume: bool = False) -> CheckedLog:
     checked.fold = FoldResult([n for n in surface.nodes if n < len(events)],
                               list(surface.replacements))
     return checked
-
-
-def load_for_resume(store: Store, session_id: str) -> CheckedLog:
-    """Check a stored session for resuming; write its repair durably, then reload."""
-    scan = store.scan(session_id)
-    checked = check_log(scan, resume=True)
-    if scan.needs_truncation or checked.closers:
-        store._repair(session_id, scan, checked.closers)
-        scan = store.scan(session_id)
-        checked = check_log(scan, resume=True)
-    return checked
-
-
-def resume_session(store: Store, session_id: str) -> Session:
-    created = getattr(store, "_created", {}).get(session_id)
-    sink = store._sink_for(session_id)
-    if created is not None:
-        return Session(session_id, header=created, sink=sink)
-    checked = load_for_resume(store, session_id)
-    return Session(session_id, seed=checked.events, header=checked.header, sink=sink)

@@ -1,0 +1,223 @@
+"""The lazy sequences of a fast-read log: its events, parsed from the file's bytes when
+asked for, their line numbers and the plan each committed."""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Mapping
+from itertools import compress, count
+from typing import Any, cast
+
+import msgspec
+
+from ..chunks import expand_row
+from ..errors import CorruptLogError
+from ..events import Event, freeze_event
+from ..messages import message_text
+from ..surface import REPLACE, Plan
+from ..views import ReadOnlySequence
+from .codec import BadLine, parse_line
+from .columns import EventColumns, event_columns
+from .lines import CODE, IS_SURFACE, ROW, TYPE_NAMES, Records
+
+__all__ = ["LineNumbers", "LogEvents", "PlanList"]
+
+_ROW_AS_CHUNK = bytes(range(255)) + bytes((CODE["assistant/chunk"],))  # members are chunks
+
+
+# The message pass (`LogEvents.message_texts`): a line's type and its message content only.
+
+
+class _TextMessage(msgspec.Struct, gc=False):
+    content: Any = None
+
+
+class _TextData(msgspec.Struct, gc=False):
+    message: _TextMessage | None = None
+    content: Any = None
+
+
+class _TextLine(msgspec.Struct, gc=False):
+    type: str
+    data: _TextData | None = None
+
+
+_TEXT_DECODER = msgspec.json.Decoder(_TextLine)
+_NESTED_MESSAGE = frozenset({"assistant/message", "tool/result"})  # `data.message`
+
+
+class LogEvents(ReadOnlySequence[Event]):
+    """The logical events of a log read by the fast reader: a read-only sequence whose
+    events are parsed from the file's bytes when asked for (a packed row is expanded
+    whole and the last few kept). `type_codes` (into `TYPE_NAMES`), `types`, `lines`
+    and `first_seqs` need no parsing; `columns()` reads times, turns, steps and data
+    sizes in one pass over the lines."""
+
+    _what = "event"
+
+    def __init__(self, data: bytes, path: str, records: Records) -> None:
+        self._data = data
+        self._path = path
+        self._records = records
+        self._row_cache: dict[int, list[Event]] = {}
+        self._type_codes: bytes | None = None
+
+    def __len__(self) -> int:
+        return self._records.first_seq[-1]
+
+    def _record(self, seq: int) -> int:
+        return bisect_right(self._records.first_seq, seq) - 1
+
+    def parse_record(self, record: int) -> Any:
+        """Line `record` parsed as the full pipeline parses it (msgspec, like the
+        standard library, keeps integers of any size exactly, so no line needs the
+        pipeline's second parse for long digit runs)."""
+        starts = self._records.starts
+        line = memoryview(self._data)[starts[record] : starts[record + 1] - 1]
+        try:
+            return msgspec.json.decode(line)
+        except msgspec.DecodeError:  # only a number too large for a double gets here
+            pass
+        try:
+            return parse_line(bytes(line))
+        except BadLine as bad:
+            raise CorruptLogError(f"line {record + 2}: {bad.message}", code=bad.code,
+                                  path=self._path, line=record + 2,
+                                  seq=self._records.first_seq[record]) from None
+
+    def _item(self, seq: int) -> Event:
+        record = self._record(seq)
+        if self._records.codes[record] != ROW:
+            return freeze_event(self.parse_record(record))
+        members = self._row_cache.get(record)
+        if members is None:
+            members = list(expand_row(self.parse_record(record)))
+            if len(self._row_cache) >= 8:
+                self._row_cache.pop(next(iter(self._row_cache)))
+            self._row_cache[record] = members
+        return members[seq - self._records.first_seq[record]]
+
+    def __repr__(self) -> str:
+        return f"LogEvents({len(self)} events of {self._path})"
+
+    @property
+    def type_codes(self) -> bytes:
+        """Each event's type as an index into `TYPE_NAMES`."""
+        if self._type_codes is None:
+            import numpy as np
+
+            r = self._records
+            per_line = np.frombuffer(r.codes.translate(_ROW_AS_CHUNK), dtype=np.uint8)
+            self._type_codes = np.repeat(per_line, np.diff(r.first_seq)).tobytes()
+        return self._type_codes
+
+    @property
+    def types(self) -> list[str]:
+        return [TYPE_NAMES[c] for c in self.type_codes]
+
+    def columns(self, on_surface: Callable[[Event], Any] | None = None) -> EventColumns:
+        """The envelope columns of every event, from one pass over the lines; with
+        `on_surface`, also its answer for each surface event (given its type, seq, data,
+        surfaceOp and sourceEventSeqs), by seq, in `.surface`."""
+        return event_columns(self._data, self._records, len(self), on_surface)
+
+    @property
+    def times(self) -> list[int]:
+        return cast(list[int], self.columns().time.tolist())
+
+    @property
+    def turns(self) -> list[int | None]:
+        """`data.turn` of each event as an integer, None when absent or not one."""
+        c = self.columns()
+        return [None if m else v for v, m in zip(c.turn.tolist(), c.turn_missing.tolist(),
+                                                 strict=True)]
+
+    @property
+    def steps(self) -> list[int | None]:
+        c = self.columns()
+        return [None if m else v for v, m in zip(c.step.tolist(), c.step_missing.tolist(),
+                                                 strict=True)]
+
+    @property
+    def lines(self) -> LineNumbers:
+        return LineNumbers(self._records.first_seq)
+
+    @property
+    def first_seqs(self) -> list[int]:
+        """The first seq of each line after the header, then the event count."""
+        return self._records.first_seq
+
+    def raw(self, seq: int) -> Mapping[str, Any]:
+        """Event `seq` as parsed, not frozen: cheaper when only some fields are read.
+        (An integral float `surfaceOp` endpoint stays a float here.)"""
+        record = self._record(seq)
+        return self._item(seq) if self._records.codes[record] == ROW else self.parse_record(record)
+
+    def message_texts(self, seqs: Iterable[int]) -> list[str]:
+        """`message_text` of each of these events, decoding of each line only its message
+        content (not its sources, ids or other fields): what an audit reads of the
+        entries a replace hid, at a fraction of `raw`'s cost."""
+        starts, codes = self._records.starts, self._records.codes
+        view = memoryview(self._data)
+        out = []
+        for seq in seqs:
+            record = self._record(seq)
+            if codes[record] == ROW:  # a chunk: no message
+                out.append(message_text(self._item(seq)))
+                continue
+            try:
+                line = _TEXT_DECODER.decode(view[starts[record] : starts[record + 1] - 1])
+            except msgspec.DecodeError:  # a number too large for a double: the full parse
+                out.append(message_text(self.raw(seq)))
+                continue
+            data = line.data
+            message = data.message if line.type in _NESTED_MESSAGE and data else data
+            out.append(message_text({"type": "user/message", "data": {
+                "content": message.content if message is not None else None}}))
+        return out
+
+    def lookup(self, seq: int) -> Mapping[str, Any] | None:
+        """`raw(seq)`, or None outside the log: the planner's lookup, which reads data."""
+        return self.raw(seq) if 0 <= seq < len(self) else None
+
+    def surface_seqs(self) -> list[int]:
+        """The seqs of the surface-type events, in order."""
+        first = self._records.first_seq
+        return [first[k] for k in compress(count(), self._records.codes.translate(IS_SURFACE))]
+
+    def data_sizes(self) -> list[int]:
+        """`len(dumps(event["data"]))` of every event."""
+        return cast(list[int], self.columns().data_bytes.tolist())
+
+
+class LineNumbers(ReadOnlySequence[int]):
+    """The physical line (header = 1) of each event."""
+
+    _what = "event"
+
+    def __init__(self, first_seq: list[int]) -> None:
+        self._first_seq = first_seq
+
+    def __len__(self) -> int:
+        return self._first_seq[-1]
+
+    def _item(self, seq: int) -> int:
+        return bisect_right(self._first_seq, seq) + 1
+
+
+class PlanList(ReadOnlySequence[Plan]):
+    """The plan each event committed, made on demand: a kind per event, and the replaces
+    whole."""
+
+    _what = "plan"
+
+    def __init__(self, kinds: bytearray, replaces: dict[int, Plan]) -> None:
+        self.kinds = kinds
+        self.replaces = replaces
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    def _item(self, seq: int) -> Plan:
+        kind = self.kinds[seq]
+        return self.replaces[seq] if kind == REPLACE else Plan(seq, kind)
