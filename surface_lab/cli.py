@@ -361,16 +361,16 @@ def cmd_audit(args: argparse.Namespace) -> int:
         items = [item for item in expand_audit_paths(args.paths)
                  if args.session is None or item.session_id == args.session]
         if not items:
-            raise StorageError(f"no session {args.session!r} in {', '.join(args.paths)}")
+            raise StorageError(f"{', '.join(args.paths)}: no log to audit" + (
+                f" with session {args.session!r}" if args.session is not None else ""))
     else:
         source = _default_audit_source()
         _out(f"auditing {source if isinstance(source, Path) else 'the long-compaction sample'}"
              f" (give a PATH to audit another log)", sys.stderr)
-        items = [AuditInput(Path(source), None, "long-compaction")] \
-            if isinstance(source, Path) else []
-        if not items:  # the sample built in memory
+        if not isinstance(source, Path):  # the sample, built in memory
             result = audit_report(source, args.out, name="long-compaction", progress=progress)
             return _report_audit(args.out, [("the long-compaction sample", result)], True)
+        items = [AuditInput(source, None, "long-compaction")]
     done: list[tuple[str, Any]] = []
     failed = False
     for item in items:
@@ -576,7 +576,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus-sessions", type=int, default=2000, metavar="N",
                    help="sessions in the corpus benchmark (0 skips it)")
     p.add_argument("--skip", nargs="*", choices=["read", "frames", "append", "replay",
-                                                 "plot", "memory", "corpus"])
+                                                 "plot", "audit", "memory", "corpus"])
     p.set_defaults(run=cmd_bench)
 
     p = sub.add_parser("generate", help="write the sample logs (or one large session)")

@@ -383,3 +383,10 @@ class TestAuditCommand:
         assert main(["audit", str(path), "--out", str(tmp_path / "out"),
                      "--no-progress"]) == 0
         assert (tmp_path / "out" / "m-audit.html").exists()
+
+    def test_a_folder_without_logs_is_one_line_and_exit_1(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        (tmp_path / "empty").mkdir()
+        assert main(["audit", str(tmp_path / "empty"), "--out", str(tmp_path / "out")]) == 1
+        out = capsys.readouterr().out
+        assert out.count("\n") == 1 and "no log to audit" in out

@@ -346,7 +346,7 @@ details.sl-replace>summary{font-weight:600}
 code{white-space:pre-wrap;word-break:break-word}
 </style>"""
 # Click a header to sort by it (numbers as numbers); no external asset.
-_SORT_JS = """<script>
+SORT_SCRIPT = """<script>
 document.querySelectorAll('table.sl-sortable').forEach(function(table){
   table.querySelectorAll('th').forEach(function(th, col){
     th.classList.add('sl-sort');
@@ -497,7 +497,7 @@ def _report_html(log: LogData, audit: pd.DataFrame, failed: list[dict[str, Any]]
         parts += ["<h2>Replaces</h2><p class='note'>Click a header to sort; a seq opens its "
                   "details below.</p>", _replace_table(log, audit), "<h2>Each replace</h2>"]
         parts += [_replace_details(log, row) for row in _records(audit)]
-    parts += [_SORT_JS, "</body></html>"]
+    parts += [SORT_SCRIPT, "</body></html>"]
     return "".join(parts)
 
 
@@ -527,7 +527,7 @@ def audit_index(out_dir: str | Path, done: Sequence[tuple[str, Mapping[str, Any]
             "</p>" + _table(["input", "session", "events", "replaces", "removed", "restored",
                              "facts at risk", "failed compactions", "replays"], rows,
                             sortable=True)
-            + _SORT_JS + "</body></html>")
+            + SORT_SCRIPT + "</body></html>")
     path = Path(out_dir) / "index.html"
     _write_new(path, page.encode("utf-8"))
     return path
