@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 
 from surface_lab import Session, read_log
 from surface_lab.cli import expand_audit_paths, main
-from surface_lab.events import freeze_event
+from surface_lab.events import freeze_event, mapping_at, message_of
 from surface_lab.importers import import_any
 from surface_lab.jsonvalue import dumps
 from surface_lab.messages import message_text
@@ -121,7 +121,9 @@ class TestCostFollowsTheReplaces:
         log = read_log(SAMPLES / "long-compaction.jsonl")
         assert isinstance(log.events, LogEvents)
         seqs = list(range(len(log.events)))
-        assert log.events.message_texts(seqs) == [message_text(e) for e in log.events]
+        assert log.events.message_texts(seqs) == [
+            (message_text(e), mapping_at(message_of(e), "source") or None)
+            for e in log.events]
 
 
 class TestProgress:

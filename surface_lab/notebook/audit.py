@@ -96,20 +96,16 @@ def _settle_points(log: LogData, traces: list[Bracket]) -> dict[int, list[int]]:
     return wanted
 
 
-def _facts_at_risk(log: LogData, traces: list[Bracket], bar: Any) -> dict[int, list[str]]:
-    """For each replace, the facts of what it hid that the surface no longer mentions once
-    it settled. One sweep over the entries: the count of each fact on the surface is kept
-    up to date at each settle point only, so an entry added and hidden between two of
-    them is never read."""
-    facts = _Facts()
-    wanted = _settle_points(log, traces)
+def _sweep(log: LogData, wanted: Mapping[int, list[int]]
+           ) -> list[tuple[list[int], list[int], list[int]]]:
+    """One pass over the entries, in seq order, stopping at each settle point: what
+    entered the surface since the last one (and is still on it), what left it, and the
+    replaces it settles. An entry added and hidden between two points is never seen."""
     replaces = {p.seq: p for p in log.replaces}
     entries = log.entries
     on_surface: set[int] = set()
     counted: set[int] = set()
-    entry_facts = facts.of_entries(log, ())  # the log's cache, filled as entries are read
-    present: Counter[str] = Counter()
-    at_risk: dict[int, set[str]] = {}
+    steps = []
     done = 0
     for point in sorted(wanted):
         stop = bisect_right(entries, point)
@@ -119,26 +115,62 @@ def _facts_at_risk(log: LogData, traces: list[Bracket], bar: Any) -> dict[int, l
                 on_surface.difference_update(plan.shadowed)
             on_surface.add(seq)
         done = stop
-        for seq in counted - on_surface:
-            for fact in entry_facts[seq]:  # drop what no entry mentions any more
-                if present[fact] == 1:
-                    del present[fact]
-                else:
-                    present[fact] -= 1
-        new = on_surface - counted
-        facts.of_entries(log, new)
-        for seq in new:
-            present.update(entry_facts[seq])
+        steps.append((sorted(on_surface - counted), sorted(counted - on_surface),
+                      wanted[point]))
         counted = set(on_surface)
-        for seq in wanted[point]:
+    return steps
+
+
+def _facts_at_risk(log: LogData, traces: list[Bracket], bar: Any) -> dict[int, list[str]]:
+    """For each replace, the facts of what it hid that the surface no longer mentions once
+    it settled. Each fact is a number; how many surface entries mention it is kept up to
+    date at each settle point, one array operation per entry that entered or left."""
+    import numpy as np
+
+    steps = _sweep(log, _settle_points(log, traces))
+    replaces = {p.seq: p for p in log.replaces}
+    touched = {s for added, _, settled in steps for s in added} | {
+        s for _, _, settled in steps for r in settled for s in replaces[r].shadowed}
+    facts = _Facts().of_entries(log, touched)
+    vocabulary: dict[str, int] = {}
+    by_text: dict[frozenset[str], Any] = {}
+    ids: dict[int, Any] = {}
+    for seq in touched:
+        found = facts[seq]
+        known = by_text.get(found)
+        if known is None:
+            known = by_text[found] = np.fromiter(
+                (vocabulary.setdefault(f, len(vocabulary)) for f in found), dtype=np.int64,
+                count=len(found))
+        ids[seq] = known
+    present = np.zeros(len(vocabulary), dtype=np.int64)
+    risk: dict[int, Any] = {}
+    empty = np.zeros(0, dtype=np.int64)
+    for added, removed, settled in steps:
+        for seq in removed:
+            present[ids[seq]] -= 1  # an entry's facts are distinct: no repeated index
+        for seq in added:
+            present[ids[seq]] += 1
+        for seq in settled:
             shadowed = replaces[seq].shadowed
-            facts.of_entries(log, shadowed)
-            hidden = set().union(*(entry_facts[s] for s in shadowed))
-            at_risk[seq] = hidden.difference(present)
+            hidden = np.concatenate([empty, *(ids[s] for s in shadowed)])
+            risk[seq] = hidden[present[hidden] == 0]  # a fact hidden twice comes twice
             bar.update(1)
-    # Natural order (handler_2 before handler_10), each distinct fact keyed once.
-    ranks = {f: k for k, f in enumerate(sorted(set().union(*at_risk.values()), key=_natural))}
-    return {seq: sorted(found, key=ranks.__getitem__) for seq, found in at_risk.items()}
+    # Natural order (handler_2 before handler_10), each fact at risk keyed once; then
+    # each replace's facts as ranks, sorted and without repeats.
+    words = list(vocabulary)
+    order = sorted(np.unique(np.concatenate([empty, *risk.values()])).tolist(),
+                   key=lambda i: _natural(words[i]))
+    rank = np.zeros(len(vocabulary), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    by_rank = np.array([words[i] for i in order], dtype=object)
+    out = {}
+    for seq, found in risk.items():
+        ranks = np.sort(rank[found])
+        ranks = ranks[np.concatenate(([True], ranks[1:] != ranks[:-1]))] if len(ranks) \
+            else ranks
+        out[seq] = by_rank[ranks].tolist()
+    return out
 
 
 def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True) -> Any:

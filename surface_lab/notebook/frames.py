@@ -8,6 +8,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -308,9 +309,12 @@ def _bracket(cid: Any, start: int, end: int, summary: Mapping[str, Any] | None) 
         s for s in restored or [] if isinstance(s, int)), kind)
 
 
+_START = attrgetter("start")
+
+
 def bracket_of(traces: Sequence[Bracket], seq: int) -> Bracket | None:
     """The bracket that holds event `seq`, if any (brackets do not nest)."""
-    at = bisect_right([b.start for b in traces], seq) - 1
+    at = bisect_right(traces, seq, key=_START) - 1
     return traces[at] if at >= 0 and seq < traces[at].end else None
 
 
@@ -369,13 +373,13 @@ def replacement_columns(log: LogData) -> dict[str, list[Any]]:
              "recorded_matches")
     cols: dict[str, list[Any]] = {k: [] for k in names}
     for plan in replaces:
-        event = log.read(plan.seq)
-        source_info = mapping_at(message_of(event), "source")
+        kind_of_event = log.type_of(plan.seq)
+        source_info = log.source_of(plan.seq)
         plugin = source_info.get("plugin")
         bracket = owner[plan.seq]
         cid = source_info.get("compactionId") or (bracket.compaction_id if bracket else None)
         shadowed = list(plan.shadowed)
-        if event["type"] == "tool/result" and bracket is None:
+        if kind_of_event == "tool/result" and bracket is None:
             kind, recorded = "prune", prune_record(log, plan.seq)
             matches = None if recorded is None else recorded == shadowed
         elif bracket is not None:
@@ -390,16 +394,17 @@ def replacement_columns(log: LogData) -> dict[str, list[Any]]:
         # and new items appended after it.
         after = [plan.seq, *appended.get(plan.seq, [])]
         cols["seq"].append(plan.seq)
-        cols["type"].append(event["type"])
+        cols["type"].append(kind_of_event)
         cols["kind"].append(kind)
-        op = mapping_at(event, "surfaceOp")
+        op = {} if shadowed else mapping_at(log.read(plan.seq), "surfaceOp")
         cols["start"].append(shadowed[0] if shadowed else op.get("start"))
         cols["end"].append(shadowed[-1] if shadowed else op.get("end"))
         cols["shadowed_seqs"].append(shadowed)
-        cols["shadowed_types"].append([log.type_of(s) for s in shadowed])
+        cols["shadowed_types"].append(log.types_of(shadowed))
         cols["n_shadowed"].append(len(shadowed))
         cols["restored_seqs"].append(restored)
-        cols["removed_seqs"].append([s for s in shadowed if s not in restored])
+        kept = set(restored)
+        cols["removed_seqs"].append([s for s in shadowed if s not in kept])
         cols["chars_before"].append(sum(len(texts[s]) for s in shadowed))
         cols["tokens_before"].append(sum(text_tokens(texts[s]) for s in shadowed))
         cols["chars_after"].append(sum(len(texts[s]) for s in after))

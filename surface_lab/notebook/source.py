@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AdmissionError, SurfaceLabError
-from ..events import SURFACE_TYPES, Event
+from ..events import SURFACE_TYPES, Event, mapping_at, message_of
 from ..messages import message_text
 from ..problems import Problem
 from ..reading.codec import scan_file
@@ -123,16 +123,34 @@ class LogData:
         return self.events[seq]
 
     def texts(self, seqs: Iterable[int]) -> dict[int, str]:
-        """`message_text` of these events, by seq (each decoded once per log)."""
+        """`message_text` of these events, by seq (each decoded once per log, together
+        with its message's source: see `source_of`)."""
         known: dict[int, str] = self.cache.setdefault("texts", {})
+        sources: dict[int, Any] = self.cache.setdefault("sources", {})
         missing = sorted({s for s in seqs if s not in known})
         if missing:
             if isinstance(self.events, LogEvents):
-                known.update(zip(missing, self.events.message_texts(missing), strict=True))
+                for seq, (text, source) in zip(missing, self.events.message_texts(missing),
+                                               strict=True):
+                    known[seq], sources[seq] = text, source
             else:
                 known.update((s, message_text(self.events[s])) for s in missing)
         return known
 
+    def source_of(self, seq: int) -> Mapping[str, Any]:
+        """The `source` of event `seq`'s message ({} when it has none)."""
+        if isinstance(self.events, LogEvents):
+            self.texts([seq])
+            source = self.cache["sources"].get(seq)
+            return source if isinstance(source, Mapping) else {}
+        return mapping_at(message_of(self.events[seq]), "source")
+
+    def types_of(self, seqs: Iterable[int]) -> list[str]:
+        """The types of these events."""
+        if isinstance(self.events, LogEvents):
+            codes = self.events.type_codes
+            return [TYPE_NAMES[codes[s]] for s in seqs]
+        return [str(self.events[s]["type"]) for s in seqs]
 
 class _NoBar:
     """What `step_bar` gives when progress is off."""
