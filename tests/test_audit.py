@@ -115,7 +115,8 @@ class TestCostFollowsTheReplaces:
     @settings(max_examples=200, deadline=None)
     @given(st.text(alphabet="ab_1234./:-() \n\t\u00a0xyzABhttps", max_size=80))
     def test_facts_word_by_word_equal_the_facts_of_the_whole_text(self, text: str) -> None:
-        assert _Facts().of(text) == extract_facts(text)
+        facts = _Facts()
+        assert {facts.names[n] for n in facts.of(text)} == extract_facts(text)
 
     def test_message_texts_equal_message_text_of_the_parsed_event(self) -> None:
         log = read_log(SAMPLES / "long-compaction.jsonl")

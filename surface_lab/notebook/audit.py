@@ -53,32 +53,51 @@ def extract_facts(text: str) -> set[str]:
 
 
 class _Facts:
-    """`extract_facts` of many texts, each distinct word looked at once. No pattern
-    matches across whitespace, and whitespace looks to every lookaround like the end of
-    the text, so a text's facts are the union of its words' facts; a log repeats its
-    words (tool output above all) far more than its texts."""
+    """`extract_facts` of many texts, each distinct word looked at once, each fact as a
+    number (`names[n]` is fact n). No pattern matches across whitespace, and whitespace
+    looks to every lookaround like the end of the text, so a text's facts are the union
+    of its words' facts; a log repeats its words (tool output above all) far more than
+    its texts."""
 
     def __init__(self) -> None:
-        self._words: dict[str, frozenset[str]] = {}
-        self._texts: dict[str, frozenset[str]] = {}  # tool output repeats whole, too
+        self.names: list[str] = []
+        self._ids: dict[str, int] = {}
+        self._words: dict[str, frozenset[int]] = {}
+        self._texts: dict[str, frozenset[int]] = {}  # tool output repeats whole, too
+        self._entries: dict[int, frozenset[int]] = {}
 
-    def of(self, text: str) -> frozenset[str]:
+    @classmethod
+    def of_log(cls, log: LogData) -> _Facts:
+        """The log's own (entries are looked at once per log)."""
+        facts: _Facts = log.cache.setdefault("facts", cls())
+        return facts
+
+    def _word(self, word: str) -> frozenset[int]:
+        ids = self._ids
+        found = extract_facts(word)
+        for fact in found:
+            if fact not in ids:
+                ids[fact] = len(self.names)
+                self.names.append(fact)
+        return frozenset(ids[f] for f in found)
+
+    def of(self, text: str) -> frozenset[int]:
         found = self._texts.get(text)
         if found is None:
             words = set(text.split())
             known = self._words
             for word in words.difference(known):
-                known[word] = frozenset(extract_facts(word))
+                known[word] = self._word(word)
             found = self._texts[text] = frozenset().union(*map(known.__getitem__, words))
         return found
 
-    def of_entries(self, log: LogData, seqs: Iterable[int]) -> dict[int, frozenset[str]]:
-        """The facts of each of these entries' texts (each entry looked at once)."""
-        cache: dict[int, frozenset[str]] = log.cache.setdefault("facts", {})
+    def of_entries(self, log: LogData, seqs: Iterable[int]) -> dict[int, frozenset[int]]:
+        """The facts of each of these entries' texts."""
+        cache = self._entries
         missing = [s for s in seqs if s not in cache]
         if missing:
-            cache.update((seq, self.of(text)) for seq, text in log.texts(missing).items()
-                         if seq not in cache)
+            texts = log.texts(missing)
+            cache.update((seq, self.of(texts[seq])) for seq in missing)
         return cache
 
 
@@ -131,19 +150,18 @@ def _facts_at_risk(log: LogData, traces: list[Bracket], bar: Any) -> dict[int, l
     replaces = {p.seq: p for p in log.replaces}
     touched = {s for added, _, settled in steps for s in added} | {
         s for _, _, settled in steps for r in settled for s in replaces[r].shadowed}
-    facts = _Facts().of_entries(log, touched)
-    vocabulary: dict[str, int] = {}
-    by_text: dict[frozenset[str], Any] = {}
+    extractor = _Facts.of_log(log)
+    facts = extractor.of_entries(log, touched)
+    by_text: dict[frozenset[int], Any] = {}
     ids: dict[int, Any] = {}
     for seq in touched:
         found = facts[seq]
         known = by_text.get(found)
         if known is None:
-            known = by_text[found] = np.fromiter(
-                (vocabulary.setdefault(f, len(vocabulary)) for f in found), dtype=np.int64,
-                count=len(found))
+            known = by_text[found] = np.fromiter(found, dtype=np.int64, count=len(found))
         ids[seq] = known
-    present = np.zeros(len(vocabulary), dtype=np.int64)
+    words = extractor.names
+    present = np.zeros(len(words), dtype=np.int64)
     risk: dict[int, Any] = {}
     empty = np.zeros(0, dtype=np.int64)
     for added, removed, settled in steps:
@@ -158,10 +176,9 @@ def _facts_at_risk(log: LogData, traces: list[Bracket], bar: Any) -> dict[int, l
             bar.update(1)
     # Natural order (handler_2 before handler_10), each fact at risk keyed once; then
     # each replace's facts as ranks, sorted and without repeats.
-    words = list(vocabulary)
     order = sorted(np.unique(np.concatenate([empty, *risk.values()])).tolist(),
                    key=lambda i: _natural(words[i]))
-    rank = np.zeros(len(vocabulary), dtype=np.int64)
+    rank = np.zeros(len(words), dtype=np.int64)
     rank[order] = np.arange(len(order))
     by_rank = np.array([words[i] for i in order], dtype=object)
     out = {}
