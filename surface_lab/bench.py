@@ -223,10 +223,16 @@ def _audit_rows(cache: Path, path: Path, events: int, runs: int) -> list[list[st
     if not small_path.exists():
         generate_large(small_path, max(events // 10, 1000))
     rows: list[list[str]] = []
-    t_read = _median(lambda: read_log(path, progress=None), runs)
-    t_frame = _median(lambda: replacements_df(path, progress=False), runs)
-    t_audit = _median(lambda: compaction_audit(path, progress=False), runs)
-    t_small = _median(lambda: compaction_audit(small_path, progress=False), runs)
+    # Interleaved, one of each per round, so that a shared machine's drift hits the
+    # measure and its baseline alike.
+    times: dict[str, list[float]] = {"read": [], "frame": [], "audit": [], "small": []}
+    for _ in range(runs):
+        for name, func in (("read", lambda: read_log(path, progress=None)),
+                           ("frame", lambda: replacements_df(path, progress=False)),
+                           ("audit", lambda: compaction_audit(path, progress=False)),
+                           ("small", lambda: compaction_audit(small_path, progress=False))):
+            times[name].append(_median(func, 1))
+    t_read, t_frame, t_audit, t_small = (statistics.median(times[n]) for n in times)
     _row(rows, "replacements_df(path)", t_frame, "read_log", t_read)
     _row(rows, "compaction_audit(path)", t_audit, "read_log", t_read)
     large_n = len(read_log(path).fold.replacements)

@@ -331,7 +331,9 @@ def replacements_df(source: Any, *, strict: bool = True, progress: bool = True) 
     and really removed (`removed_seqs`), and whether the recorded trace matches the fold.
     Only the replaces, the entries they hid and the compaction traces are read."""
     log = load_source(source, strict=strict, progress=progress)
-    return _finish(frame_from_columns("replacements", replacement_columns(log)), log, strict)
+    with gc_paused():  # the texts of what the replaces hid: many strings, no cycle
+        columns = replacement_columns(log)
+    return _finish(frame_from_columns("replacements", columns), log, strict)
 
 
 def bracket_appends(log: LogData, traces: Sequence[Bracket]) -> dict[int, list[int]]:
