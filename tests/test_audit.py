@@ -11,20 +11,18 @@ from typing import Any
 import matplotlib
 import pytest
 from builders import user_msg
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
 from surface_lab import Session, read_log
 from surface_lab.cli import expand_audit_paths, main
 from surface_lab.events import freeze_event, mapping_at, message_of
+from surface_lab.facts import DEFAULT_RULES, facts_at_risk
 from surface_lab.importers import import_any
 from surface_lab.jsonvalue import dumps
 from surface_lab.messages import message_text
 from surface_lab.notebook import (
     compaction_audit,
-    extract_facts,
     load_source,
     plot_shadowing,
     plot_surface_size,
@@ -33,14 +31,14 @@ from surface_lab.notebook import (
 )
 from surface_lab.notebook.audit import (
     NO_REPLACES,
-    _Facts,
+    _facts_at_risk,
     audit_report,
     replacement_preview,
     replay_differences,
 )
 from surface_lab.notebook.frames import brackets, nodes_at
 from surface_lab.notebook.plots import RESTORED_COLOR
-from surface_lab.notebook.source import LogData
+from surface_lab.notebook.source import LogData, _NoBar
 from surface_lab.reading.sequences import LogEvents
 from surface_lab.surface import APPEND, REPLACE, Plan
 
@@ -55,15 +53,15 @@ PI = next(p for p in OTHER.glob("*pi_small*"))
 
 
 def _reference_facts_at_risk(log: LogData) -> dict[int, list[str]]:
-    """The definition, the slow way: every entry's text, the surface refolded."""
+    """The definition, the slow way: the surface refolded from every plan at each
+    replace."""
     traces = brackets(log)
     out = {}
     for plan in log.replaces:
         at = next((b.end for b in traces if b.start < plan.seq < b.end), plan.seq)
         nodes = nodes_at(log, min(at, len(log.events) - 1))
-        hidden = extract_facts("\n".join(message_text(log.events[s]) for s in plan.shadowed))
-        kept = extract_facts("\n".join(message_text(log.events[s]) for s in nodes))
-        out[plan.seq] = sorted(hidden - kept)
+        out[plan.seq] = [m.text for m in facts_at_risk(
+            [log.events[s] for s in plan.shadowed], [log.events[s] for s in nodes])]
     return out
 
 
@@ -93,8 +91,10 @@ class TestCostFollowsTheReplaces:
                                       "compaction/end", "compaction/prune"))
         assert set(parsed) <= replaces | traces  # whole events: replaces and traces only
         assert set(texts) <= replaces | {s for p in log.replaces for s in p.shadowed}
-        compaction_audit(log, progress=False)
-        assert set(texts) <= set(log.entries)  # texts: surface entries only
+        found = brackets(log)
+        parsed.clear()
+        _facts_at_risk(log, found, _NoBar(), DEFAULT_RULES)
+        assert set(parsed) <= set(log.entries)  # the facts: surface entries only
         assert len(set(parsed)) < len(log.events) / 10
 
     @pytest.mark.parametrize("name", ["long-compaction.jsonl", "pruned-tool-results.jsonl"])
@@ -102,8 +102,8 @@ class TestCostFollowsTheReplaces:
         log = load_source(SAMPLES / name)
         audit = compaction_audit(log, progress=False)
         expected = _reference_facts_at_risk(log)
-        assert {int(s): sorted(f) for s, f in zip(audit["seq"], audit["facts_at_risk"],
-                                                  strict=True)} == expected
+        assert {int(s): list(f) for s, f in zip(audit["seq"], audit["facts_at_risk"],
+                                                strict=True)} == expected
 
     def test_a_fast_read_log_and_its_events_in_memory_audit_the_same(self) -> None:
         fast = compaction_audit(SAMPLES / "long-compaction.jsonl", progress=False)
@@ -111,12 +111,6 @@ class TestCostFollowsTheReplaces:
         slow = compaction_audit(events, progress=False)
         assert fast.drop(columns="shadowed_type_counts").to_json() == \
             slow.drop(columns="shadowed_type_counts").to_json()
-
-    @settings(max_examples=200, deadline=None)
-    @given(st.text(alphabet="ab_1234./:-() \n\t\u00a0xyzABhttps", max_size=80))
-    def test_facts_word_by_word_equal_the_facts_of_the_whole_text(self, text: str) -> None:
-        facts = _Facts()
-        assert {facts.names[n] for n in facts.of(text)} == extract_facts(text)
 
     def test_message_texts_equal_message_text_of_the_parsed_event(self) -> None:
         log = read_log(SAMPLES / "long-compaction.jsonl")

@@ -14,7 +14,10 @@ from typing import Any
 
 import pandas as pd
 
+from ..evidence import find_lost_evidence
+from ..facts import DEFAULT_RULES, FactRules, facts_at_risk, find_mentions
 from ..gcpause import gc_paused
+from ..surface import apply_plan
 from .frames import Bracket, bracket_of, brackets, prune_record, replacements_df
 from .plots import figure_png, plot_shadowing, plot_surface_size
 from .render import STYLE, esc, message_card
@@ -30,76 +33,9 @@ __all__ = [
     "replay_differences",
 ]
 
-_FACT_PATTERNS = {
-    "url": re.compile(r"https?://[^\s<>\"')\]]+"),
-    "path": re.compile(r"(?<![\w/])(?:[\w.-]+/)+[\w.-]*\w|\b[\w-]+\.(?:py|js|ts|md|txt|json|"
-                       r"jsonl|log|ya?ml|toml|rs|go|c|h|cpp|java|sh|html|css|sql|csv|o)\b"),
-    "symbol": re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*(?=\()|\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b"
-                         r"|\b[a-z]+[A-Z][A-Za-z0-9]*\b|\b[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*\b"),
-    # 3+ digits, not a "12:" line-number prefix of tool output
-    "number": re.compile(r"(?<![\w.])\d{3,}(?:\.\d+)?(?![\w.:])"),
-}
-
-
-def extract_facts(text: str) -> set[str]:
-    """Identifiers a summary should keep: URLs, file paths, code symbols, and numbers of
-    three or more digits (not the `12:` line numbers of tool output)."""
-    urls = _FACT_PATTERNS["url"]
-    facts = {m.group(0) for m in urls.finditer(text)}
-    rest = urls.sub(" ", text)  # a URL's parts are not paths or symbols of their own
-    for name, pattern in _FACT_PATTERNS.items():
-        if name != "url":
-            facts.update(m.group(0) for m in pattern.finditer(rest))
-    return facts
-
-
-class _Facts:
-    """`extract_facts` of many texts, each distinct word looked at once, each fact as a
-    number (`names[n]` is fact n). No pattern matches across whitespace, and whitespace
-    looks to every lookaround like the end of the text, so a text's facts are the union
-    of its words' facts; a log repeats its words (tool output above all) far more than
-    its texts."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-        self._ids: dict[str, int] = {}
-        self._words: dict[str, frozenset[int]] = {}
-        self._texts: dict[str, frozenset[int]] = {}  # tool output repeats whole, too
-        self._entries: dict[int, frozenset[int]] = {}
-
-    @classmethod
-    def of_log(cls, log: LogData) -> _Facts:
-        """The log's own (entries are looked at once per log)."""
-        facts: _Facts = log.cache.setdefault("facts", cls())
-        return facts
-
-    def _word(self, word: str) -> frozenset[int]:
-        ids = self._ids
-        found = extract_facts(word)
-        for fact in found:
-            if fact not in ids:
-                ids[fact] = len(self.names)
-                self.names.append(fact)
-        return frozenset(ids[f] for f in found)
-
-    def of(self, text: str) -> frozenset[int]:
-        found = self._texts.get(text)
-        if found is None:
-            words = set(text.split())
-            known = self._words
-            for word in words.difference(known):
-                known[word] = self._word(word)
-            found = self._texts[text] = frozenset().union(*map(known.__getitem__, words))
-        return found
-
-    def of_entries(self, log: LogData, seqs: Iterable[int]) -> dict[int, frozenset[int]]:
-        """The facts of each of these entries' texts."""
-        cache = self._entries
-        missing = [s for s in seqs if s not in cache]
-        if missing:
-            texts = log.texts(missing)
-            cache.update((seq, self.of(texts[seq])) for seq in missing)
-        return cache
+def extract_facts(text: str, *, rules: FactRules = DEFAULT_RULES) -> set[str]:
+    """The mentions `rules` find in `text` (see `surface_lab.facts`), as a set."""
+    return {m.text for m in find_mentions(text, rules=rules)}
 
 
 def _settle_points(log: LogData, traces: list[Bracket]) -> dict[int, list[int]]:
@@ -116,107 +52,65 @@ def _settle_points(log: LogData, traces: list[Bracket]) -> dict[int, list[int]]:
     return wanted
 
 
-def _sweep(log: LogData, wanted: Mapping[int, list[int]]
-           ) -> list[tuple[list[int], list[int], list[int]]]:
-    """One pass over the entries, in seq order, stopping at each settle point: what
-    entered the surface since the last one (and is still on it), what left it, and the
-    replaces it settles. An entry added and hidden between two points is never seen."""
+def _facts_at_risk(log: LogData, traces: list[Bracket], bar: Any, rules: FactRules
+                   ) -> dict[int, list[str]]:
+    """For each replace, `facts_at_risk` of what it hid against the surface once it
+    settled. The surface is rebuilt from the entries alone (log-only events do not move
+    it), and each entry is read once, only when a settle point needs it."""
+    wanted = _settle_points(log, traces)
     replaces = {p.seq: p for p in log.replaces}
     entries = log.entries
-    on_surface: set[int] = set()
-    counted: set[int] = set()
-    steps = []
+    read: dict[int, Mapping[str, Any]] = {}
+
+    def events(seqs: Iterable[int]) -> list[Mapping[str, Any]]:
+        out = []
+        for seq in seqs:
+            event = read.get(seq)
+            if event is None:
+                event = read[seq] = log.read(seq)
+            out.append(event)
+        return out
+
+    nodes: list[int] = []
     done = 0
+    at_risk: dict[int, list[str]] = {}
     for point in sorted(wanted):
         stop = bisect_right(entries, point)
         for seq in entries[done:stop]:
-            plan = replaces.get(seq)
-            if plan is not None:
-                on_surface.difference_update(plan.shadowed)
-            on_surface.add(seq)
+            nodes = apply_plan(nodes, log.plans[seq])
         done = stop
-        steps.append((sorted(on_surface - counted), sorted(counted - on_surface),
-                      wanted[point]))
-        counted = set(on_surface)
-    return steps
-
-
-def _facts_at_risk(log: LogData, traces: list[Bracket], bar: Any) -> dict[int, list[str]]:
-    """For each replace, the facts of what it hid that the surface no longer mentions once
-    it settled. Each fact is a number; how many surface entries mention it is kept up to
-    date at each settle point, one array operation per entry that entered or left."""
-    import numpy as np
-
-    steps = _sweep(log, _settle_points(log, traces))
-    replaces = {p.seq: p for p in log.replaces}
-    touched = {s for added, _, settled in steps for s in added} | {
-        s for _, _, settled in steps for r in settled for s in replaces[r].shadowed}
-    extractor = _Facts.of_log(log)
-    facts = extractor.of_entries(log, touched)
-    by_text: dict[frozenset[int], Any] = {}
-    ids: dict[int, Any] = {}
-    for seq in touched:
-        found = facts[seq]
-        known = by_text.get(found)
-        if known is None:
-            known = by_text[found] = np.fromiter(found, dtype=np.int64, count=len(found))
-        ids[seq] = known
-    words = extractor.names
-    present = np.zeros(len(words), dtype=np.int64)
-    risk: dict[int, Any] = {}
-    empty = np.zeros(0, dtype=np.int64)
-    for added, removed, settled in steps:
-        for seq in removed:
-            present[ids[seq]] -= 1  # an entry's facts are distinct: no repeated index
-        for seq in added:
-            present[ids[seq]] += 1
-        for seq in settled:
-            shadowed = replaces[seq].shadowed
-            hidden = np.concatenate([empty, *(ids[s] for s in shadowed)])
-            risk[seq] = hidden[present[hidden] == 0]  # a fact hidden twice comes twice
+        for seq in wanted[point]:  # kept: the replacement and the rest of the surface
+            at_risk[seq] = [m.text for m in facts_at_risk(
+                events(replaces[seq].shadowed), events(nodes), rules=rules)]
             bar.update(1)
-    # Natural order (handler_2 before handler_10), each fact at risk keyed once; then
-    # each replace's facts as ranks, sorted and without repeats.
-    order = sorted(np.unique(np.concatenate([empty, *risk.values()])).tolist(),
-                   key=lambda i: _natural(words[i]))
-    rank = np.zeros(len(words), dtype=np.int64)
-    rank[order] = np.arange(len(order))
-    by_rank = np.array([words[i] for i in order], dtype=object)
-    out = {}
-    for seq, found in risk.items():
-        ranks = np.sort(rank[found])
-        ranks = ranks[np.concatenate(([True], ranks[1:] != ranks[:-1]))] if len(ranks) \
-            else ranks
-        out[seq] = by_rank[ranks].tolist()
-    return out
+    return at_risk
 
 
-def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True) -> Any:
+def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True,
+                     rules: FactRules = DEFAULT_RULES) -> Any:
     """One row per replace: the `replacements_df` columns plus `shadowed_type_counts`,
-    `facts_at_risk` (identifiers in the shadowed content found neither in the replacement
-    nor in the rest of the surface just after it), `n_at_risk` and `saved_tokens`.
+    `facts_at_risk` (mentions `rules` find in the shadowed content, noise removed, that
+    neither the replacement nor the rest of the surface just after it shows; best
+    first), `n_at_risk`, `saved_tokens` and `lost_evidence` (how many later actions show
+    the agent needed what this replace hid: `lost_evidence_df`).
     `recorded_matches` is False where a trace's shadowedSeqs disagree with the fold.
-    Only the replaces, what they hid, the traces and the surface at each replace are read.
-    """
+    The facts read only the replaces, what they hid and the surface at each replace."""
     log = load_source(source, strict=strict, progress=progress)
     frame = replacements_df(log) if strict else replacements_df(log, strict=False)[0]
-    # texts, word and fact sets by the ten thousand, none in a cycle: no collection
+    # many acyclic events and texts: no collection while they are built
     with step_bar("facts at risk", len(frame), progress) as bar, gc_paused():
-        at_risk = _facts_at_risk(log, brackets(log), bar)
+        at_risk = _facts_at_risk(log, brackets(log), bar, rules)
     frame = frame.copy()
     frame["shadowed_type_counts"] = [dict(Counter(types)) for types in frame["shadowed_types"]]
     frame["facts_at_risk"] = [at_risk[int(seq)] for seq in frame["seq"]]
     frame["n_at_risk"] = frame["facts_at_risk"].map(len).astype("int64")
     frame["saved_tokens"] = (frame["tokens_before"] - frame["tokens_after"]).astype("int64")
+    with step_bar("evidence of loss", 1, progress, unit=" pass") as bar:
+        lost = Counter(e.replace_seq for e in find_lost_evidence(log.events, log.plans))
+        bar.update(1)
+    frame["lost_evidence"] = pd.Series([lost[int(s)] for s in frame["seq"]], dtype="int64",
+                                       index=frame.index)
     return frame if strict else (frame, log.problems)
-
-
-_DIGITS = re.compile(r"(\d+)")
-
-
-def _natural(text: str) -> list[Any]:
-    """Sort key that puts handler_2 before handler_10."""
-    return [int(part) if part.isdigit() else part for part in _DIGITS.split(text)]
 
 
 def failed_compactions(source: Any) -> list[dict[str, Any]]:
@@ -258,13 +152,14 @@ def _summary_table(audit: pd.DataFrame) -> str:
     if not len(audit):
         return NO_REPLACES
     header = (f"{'seq':>6} {'kind':<10} {'id':<12} {'hid':>4} {'moved':>5} {'tokens':>15} "
-              f"{'at risk':>7}  replays")
+              f"{'at risk':>7} {'redone':>6}  replays")
     rows = [header, "-" * len(header)]
     for row in _records(audit):
         tokens = f"{row['tokens_before']} -> {row['tokens_after']}"
         rows.append(f"{row['seq']:>6} {row['kind']:<10} {_text(row['compaction_id']):<12} "
                     f"{len(row['removed_seqs']):>4} {len(row['restored_seqs']):>5} "
-                    f"{tokens:>15} {row['n_at_risk']:>7}  {_replays(row)}")
+                    f"{tokens:>15} {row['n_at_risk']:>7} {row.get('lost_evidence', 0):>6}  "
+                    f"{_replays(row)}")
     return "\n".join(rows)
 
 
@@ -515,9 +410,13 @@ def _report_html(log: LogData, audit: pd.DataFrame, failed: list[dict[str, Any]]
              "place of a run of the surface (what the model sees); the entries it removes are "
              "<b>shadowed</b>: still in the log, no longer sent to the model. An importer "
              "that could not splice in place <b>restores</b> kept entries by copying them "
-             "back after the replace: moved, not lost. <b>Facts at risk</b> are identifiers "
-             "(paths, URLs, code symbols, numbers) in the shadowed entries that neither the "
-             "replacement nor the rest of the surface still mentions. <b>Replays</b> says "
+             "back after the replace: moved, not lost. <b>Facts at risk</b> are mentions "
+             "(paths, URLs, errors, decisions, symbols; counters, ids and repeated log lines "
+             "left out) in the shadowed entries that neither the "
+             "replacement nor the rest of the surface still mentions. <b>Redone</b> "
+             "(lost_evidence) counts the later actions that show the agent needed what a "
+             "replace hid (a repeated call, the same file again, a question asked again). "
+             "<b>Replays</b> says "
              "whether the entries a compaction recorded as shadowed are exactly the ones the "
              "fold removes.</p>"]
     if notes:

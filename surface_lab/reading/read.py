@@ -80,7 +80,8 @@ def _pick(ids: list[str], session_id: str | None, where: str) -> str:
     if len(ids) != 1:
         listed = ", ".join(repr(i) for i in ids[:10])
         raise StorageError(f"{where}: holds {len(ids)} sessions; pick one with session_id "
-                           f"({listed}{', ...' if len(ids) > 10 else ''})", path=where)
+                           f"({listed}{', ...' if len(ids) > 10 else ''})", path=where,
+                           argument="session_id")
     return ids[0]
 
 
