@@ -374,7 +374,9 @@ def _replace_details(log: LogData, row: Mapping[str, Any]) -> str:
         f"({esc(_counts(row['shadowed_type_counts'])) or 'nothing'})"
         + (f", {len(restored)} restored" if restored else "")
         + f" · {esc(row['tokens_before'])} → {esc(row['tokens_after'])} tokens · "
-        f"{esc(row['n_at_risk'])} facts at risk</summary>",
+        f"{esc(row['n_at_risk'])} facts at risk"
+        + (f" · {esc(row['lost_evidence'])} redone" if "lost_evidence" in row else "")
+        + "</summary>",
         f"<p>Recorded decision replays: {esc(_replays(row))}. Facts at risk: "
         f"<code>{esc(risk)}</code></p><p><b>Replaced by</b></p>",
         message_card(log.read(seq), tags=("replacement",), max_chars=None)]
