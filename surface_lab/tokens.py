@@ -1,6 +1,6 @@
 """Token counts with their source: the usage a log recorded for each model request (dsh
-`usage` chunks and message usage, the usage importers carry over from Claude Code, pi and
-ATIF logs), a caller's tokenizer, or the 4-characters estimate.
+`usage` chunks and message usage, the usage importers carry over from Claude Code, Codex,
+pi and ATIF logs), a caller's tokenizer, or the 4-characters estimate.
 
 A tokenizer is any callable from text to a token count. The adapters wrap an encoder the
 caller has already built (`tiktoken.get_encoding(...)`, `tokenizers.Tokenizer.from_file`):

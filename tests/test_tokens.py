@@ -3,6 +3,7 @@ tokenizer, then the 4-characters estimate; adapters wrap encoders the caller bui
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from types import SimpleNamespace
@@ -77,3 +78,16 @@ class TestRecordedUsage:
         assert (estimate.input_tokens, estimate.input_source) == (4 + 4, "estimate")
         assert (counted.input_tokens, counted.input_source, counted.counted) == (
             4 + 8, "tokenizer", 12)
+
+    def test_an_atif_prompt_counts_its_cached_tokens_once(self, tmp_path: Path) -> None:
+        path = tmp_path / "trajectory.json"
+        path.write_text(json.dumps({"schema_version": "ATIF-v1.5", "session_id": "s",
+                                    "steps": [
+            {"step_id": 1, "source": "user", "message": "task"},
+            {"step_id": 2, "source": "agent", "message": "done", "metrics": {
+                "prompt_tokens": 1000, "cached_tokens": 400, "completion_tokens": 50}}]}))
+        events = list(import_any(path).events)
+        seq = next(e["seq"] for e in events if e["type"] == "assistant/message")
+        recorded = recorded_usage(events, seq)
+        assert recorded == ({"input": 600, "output": 50, "cache_read": 400}, "message")
+        assert request_tokens(events, [0], seq).input_tokens == 1000

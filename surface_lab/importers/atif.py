@@ -156,6 +156,27 @@ def import_atif(source: str | Path, *, tombstones: bool = False,
                     {"files": [p.name for p, _ in files]}, finished=finished, strict=strict)
 
 
+def _usage(metrics: Mapping[str, Any]) -> dict[str, int]:
+    """A step's `metrics` in the surface's usage keys. ATIF's `prompt_tokens` includes the
+    cached tokens; `inputTokens` is the rest, so that input + cache reads is the prompt
+    (as Anthropic reports it, and as the Codex importer splits it). When the cached count
+    exceeds the prompt, the prompt is kept whole."""
+    def count(key: str) -> int | None:
+        value = metrics.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    prompt, cached, completion = (count("prompt_tokens"), count("cached_tokens"),
+                                  count("completion_tokens"))
+    usage = {} if completion is None else {"outputTokens": completion}
+    if prompt is not None and cached is not None and cached <= prompt:
+        usage |= {"inputTokens": prompt - cached, "cacheReadTokens": cached}
+    elif prompt is not None:
+        usage["inputTokens"] = prompt
+    elif cached is not None:
+        usage["cacheReadTokens"] = cached
+    return usage
+
+
 def _split_model(step: Mapping[str, Any], default: str) -> tuple[str, str]:
     name = str(step.get("model_name") or default)
     provider, _, model = default.partition("/")
@@ -179,11 +200,7 @@ def _agent(b: Builder, step: Mapping[str, Any], origin: dict[str, Any], default:
                         "name": str(call.get("function_name", "")),
                         "arguments": compact_json(call.get("arguments", {}))})
     provider, model = _split_model(step, default)
-    metrics = mapping_at(step, "metrics")
-    usage = {k2: metrics[k1] for k1, k2 in (("prompt_tokens", "inputTokens"),
-                                            ("completion_tokens", "outputTokens"),
-                                            ("cached_tokens", "cacheReadTokens"))
-             if isinstance(metrics.get(k1), int)}
+    usage = _usage(mapping_at(step, "metrics"))
     b.assistant(origin["id"], content, provider=provider, model=model, step_key=origin["id"],
                 origin=origin, usage=usage or None)
     ids = {c.get("tool_call_id") for c in calls}

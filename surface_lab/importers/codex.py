@@ -1,5 +1,6 @@
 """Codex CLI rollout JSONL (IMPORTERS.md section 4): response items as surface events;
-each `compacted` replacement history is diffed against the surface and planned."""
+each `compacted` replacement history is diffed against the surface and planned; each
+`token_count` becomes the usage of the model request it follows."""
 
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ OUTPUTS = {"function_call_output", "custom_tool_call_output", "tool_search_outpu
 SERVER = {"web_search_call", "image_generation_call"}
 OPAQUE = {"compaction", "context_compaction"}
 IDENTITY_SKIP = {"id", "metadata", "internal_chat_message_metadata_passthrough", "status"}
+# event_msg records that write events: a model request still held back is written first
+WRITING_EVENTS = {"task_started", "turn_started", "task_complete", "turn_complete",
+                  "turn_aborted", "thread_rolled_back"}
 
 
 def looks_like_codex(records: list[dict[str, Any]]) -> bool:
@@ -108,6 +112,32 @@ def classify(item: Mapping[str, Any]) -> str | None:
     return None
 
 
+def codex_usage(last: Mapping[str, Any]) -> tuple[dict[str, int], bool]:
+    """A `last_token_usage` in the surface's usage keys, and whether it adds up. Codex's
+    `input_tokens` includes the cached reads and the cache writes; `inputTokens` is the
+    rest, so that input + cache reads + cache writes is the prompt (as Anthropic reports
+    it). When the cache figures exceed the input, the input is kept whole, unsplit."""
+    def count(key: str) -> int | None:
+        value = last.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    given, cached, written = (count("input_tokens"), count("cached_input_tokens"),
+                              count("cache_write_input_tokens"))
+    out = {name: n for key, name in (("output_tokens", "outputTokens"),
+                                     ("reasoning_output_tokens", "reasoningTokens"))
+           if (n := count(key)) is not None}
+    if given is None:
+        return out, True
+    split = (cached or 0) + (written or 0) <= given
+    if split:
+        out["inputTokens"] = given - (cached or 0) - (written or 0)
+        out |= {name: n for name, n in (("cacheReadTokens", cached),
+                                        ("cacheWriteTokens", written)) if n is not None}
+    else:
+        out["inputTokens"] = given
+    return out, split
+
+
 def _assistant_blocks(item: Mapping[str, Any]) -> list[dict[str, Any]]:
     kind = item.get("type")
     if kind == "message":
@@ -133,6 +163,10 @@ class _Codex:
         self.last_model = False
         self.open_calls: set[str] = set()
         self.has_task_events = False
+        # the model request being read: its units wait for the token_count that follows
+        # them (Codex writes it after the request's items) to be appended with its usage
+        self.request: list[dict[str, Any]] = []
+        self.last_total: Any = None
 
     def origin(self, line: int, item: Mapping[str, Any], index: int | None = None) -> dict[
             str, Any]:
@@ -147,6 +181,8 @@ class _Codex:
         origin = self.origin(line, item)
         mid = str(origin["id"])
         seq: int | None = None
+        if what not in (None, "assistant"):
+            self.flush()
         if what in ("user", "summary"):
             if not self.has_task_events or not b.turn_open:
                 seq = int(b.user(mid, _blocks(item), origin)["seq"])
@@ -166,10 +202,13 @@ class _Codex:
             if not (self.last_model or self.open_calls):
                 self.step_key += 1
             blocks = _assistant_blocks(item)
-            seq = int(b.assistant(mid, blocks, provider=self.provider, model=self.model,
-                                  step_key=(b.turn, self.step_key), origin=origin)["seq"])
+            item_id = item.get("id") if isinstance(item.get("id"), str) else None
+            self.request.append({"id": mid, "blocks": blocks, "model": self.model,
+                                 "step_key": self.step_key, "origin": origin,
+                                 "time": b.time, "identity": (item_id, _key(item))})
             self.open_calls.update(x["id"] for x in blocks if x["type"] == "tool-call")
             self.last_model = True
+            return
         elif what == "output":
             call_id = str(item.get("call_id", ""))
             content, failed = _output_content(item)
@@ -187,6 +226,46 @@ class _Codex:
             return
         item_id = item.get("id") if isinstance(item.get("id"), str) else None
         self.identity[seq] = (item_id, _key(item))
+
+    def flush(self, usage: Mapping[str, int] | None = None,
+              usage_line: int | None = None) -> None:
+        """Append the units of the model request being read, each with its own time and
+        `usage` (the request's, as Claude Code's records of one response each carry it);
+        the origin of each names the token_count line as `usageLine`."""
+        b, now = self.b, self.b.time
+        for unit in self.request:
+            b.at(unit["time"])
+            origin = {**unit["origin"], **({"usageLine": usage_line} if usage else {})}
+            # the step key's turn is read as each unit is written, as when nothing waited
+            step_key = (b.turn, unit["step_key"])
+            seq = int(b.assistant(unit["id"], unit["blocks"], provider=self.provider,
+                                  model=unit["model"], step_key=step_key, origin=origin,
+                                  usage=usage)["seq"])
+            self.identity[seq] = unit["identity"]
+        self.request = []
+        b.at(now)
+
+    def token_count(self, payload: Mapping[str, Any], line: int) -> None:
+        """A `token_count` measures the request read just before it: it is written with
+        that usage. Left out (`usage-not-attached`) when it has no usage (`info: null`),
+        repeats the last count (Codex re-sends it with rate-limit updates: the same
+        running total), or follows no unwritten model output."""
+        b = self.b
+        info = payload.get("info")
+        last = mapping_at(info, "last_token_usage") if isinstance(info, Mapping) else {}
+        total = (info.get("total_token_usage") or last) if isinstance(info, Mapping) else None
+        usage, adds_up = codex_usage(last)
+        why = ("no-usage" if not usage else "repeat" if total == self.last_total
+               else None if self.request else "no-request")
+        if usage:
+            self.last_total = total
+        if why is not None:
+            b.omit("usage-not-attached", f"token_count:{why}", line=line)
+            return
+        if not adds_up:
+            b.note("usage-inconsistent", "a token_count's cached and cache-write tokens "
+                   "exceed its input tokens; the input is kept unsplit", line=line)
+        self.flush(usage, line)
 
     def opaque_block(self, item: Mapping[str, Any]) -> dict[str, Any]:
         encrypted = item.get("encrypted_content")
@@ -229,6 +308,7 @@ class _Codex:
         return None
 
     def compacted(self, payload: Mapping[str, Any], line: int) -> None:
+        self.flush()
         b = self.b
         compaction_id = f"codex:L{line}"
         history = payload.get("replacement_history")
@@ -386,6 +466,11 @@ def import_codex(source: str | Path, *, until: int | None = None, tombstones: bo
             continue
         if kind == "event_msg":
             event = payload.get("type")
+            if event == "token_count":
+                codex.token_count(payload, number)
+                continue
+            if event in WRITING_EVENTS:
+                codex.flush()
             if event in ("task_started", "turn_started"):
                 b.open_turn(origin)
                 codex.step_key += 1
@@ -424,4 +509,5 @@ def import_codex(source: str | Path, *, until: int | None = None, tombstones: bo
             b.note("approximate-rendering", "world_state is rendered into context by Codex at "
                    "request time; it is not on the surface", once=True)
         b.omit("not-model-visible", kind, line=number)
+    codex.flush()
     return b.result([path], {"until": until}, finished=finished, strict=strict)

@@ -37,6 +37,9 @@ OMISSIONS = {
     "subagent-reference": "references to subagent trajectories, not spliced in",
     "unparsable": "lines that could not be read (see the line-unparsable problems)",
     "after-until": "after the line given as until=",
+    "usage-not-attached": "token counts that measure no request of their own (Codex "
+                          "`info: null`, a repeat of the last count, or no model output "
+                          "before them)",
 }
 SHOWN_PLACES = 5
 

@@ -39,6 +39,8 @@ def unaccounted_lines(result: ImportResult, path: Path) -> set[int]:
     lines = {n for n, text in enumerate(path.read_text().splitlines(), 1) if text.strip()}
     name = str(path)
     used = {o["line"] for o in result.origins.values() if o.get("file") == name}
+    used |= {o["usageLine"] for o in result.origins.values()  # usage carried over
+             if o.get("file") == name and "usageLine" in o}
     used |= {r["line"] for r in result.omitted if r["file"] == name}
     used |= {p.line for p in result.problems}
     if result.format == "pi":
@@ -324,7 +326,7 @@ def test_an_import_with_nothing_for_the_model_exits_1_and_writes_nothing(
     result = import_codex(path)
     assert result.is_empty
     assert [p.code for p in result.problems] == ["empty-import"]
-    assert "2 not-model-visible" in result.problems[0].message
+    assert "1 not-model-visible, 1 usage-not-attached" in result.problems[0].message
     out = tmp_path / "out.jsonl"
     assert main(["convert", str(path), "-o", str(out)]) == 1
     printed = capsys.readouterr()
