@@ -170,6 +170,8 @@ def run_bench(events: int = 1_000_000, *, runs: int = 3, cache: Path | None = No
              f"plot_shadowing {len(small.events)} events", t_small)
         rows.append(["  artists (large / small)", str(artists[id(log)]), "",
                      str(artists[id(small)]), ""])
+    if "audit" not in skip:
+        rows += _audit_rows(cache, path, events, runs)
     if "memory" not in skip:
         read_peak = _peak_ratio("log = surface_lab.read_log(path)", path)
         df_peak = _peak_ratio("import surface_lab.notebook as nb\n"
@@ -207,6 +209,36 @@ def _widget_rows(log: Any, runs: int) -> list[list[str]]:
     _row(rows, f"ReplayWidget step ({len(log.events)} events)", t_step,
          "whole-figure PNG per step", t_full)
     _row(rows, "ReplayWidget step", t_step, "Play interval of the tour", 0.300)
+    return rows
+
+
+def _audit_rows(cache: Path, path: Path, events: int, runs: int) -> list[list[str]]:
+    """The audit from the path beside `read_log` of the same path, and on logs of two
+    sizes: its cost follows the replaces, so it grows with their number."""
+    from .agent.samples import generate_large
+    from .notebook import compaction_audit, replacements_df
+    from .reading.read import read_log
+
+    small_path = cache / f"large-{max(events // 10, 1000)}.jsonl"
+    if not small_path.exists():
+        generate_large(small_path, max(events // 10, 1000))
+    rows: list[list[str]] = []
+    # Interleaved, one of each per round, so that a shared machine's drift hits the
+    # measure and its baseline alike.
+    times: dict[str, list[float]] = {"read": [], "frame": [], "audit": [], "small": []}
+    for _ in range(runs):
+        for name, func in (("read", lambda: read_log(path, progress=None)),
+                           ("frame", lambda: replacements_df(path, progress=False)),
+                           ("audit", lambda: compaction_audit(path, progress=False)),
+                           ("small", lambda: compaction_audit(small_path, progress=False))):
+            times[name].append(_median(func, 1))
+    t_read, t_frame, t_audit, t_small = (statistics.median(times[n]) for n in times)
+    _row(rows, "replacements_df(path)", t_frame, "read_log", t_read)
+    _row(rows, "compaction_audit(path)", t_audit, "read_log", t_read)
+    large_n = len(read_log(path).fold.replacements)
+    small_n = len(read_log(small_path).fold.replacements)
+    _row(rows, f"compaction_audit(path), {large_n} replaces", t_audit,
+         f"compaction_audit(path), {small_n} replaces", t_small)
     return rows
 
 

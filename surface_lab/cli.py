@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import glob
 import json
 import os
 import re
@@ -12,6 +13,7 @@ import sys
 import traceback
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -336,29 +338,153 @@ def _default_audit_source() -> Any:
     return long_compaction()
 
 
+@dataclass(frozen=True)
+class AuditInput:
+    """One session to audit: where it is, which of a store's sessions, and the stem of
+    its report files (after the input's name, unique within the run)."""
+
+    path: Path
+    session_id: str | None
+    stem: str
+
+
+_PLAIN_SUFFIXES = (".jsonl", ".jsonl.zstd", ".json")
+
+
+def _log_stem(path: Path) -> str:
+    name = path.name
+    for suffix in (".jsonl.zstd", *_PLAIN_SUFFIXES, *_SQLITE_SUFFIXES):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def expand_audit_paths(names: Sequence[str]) -> list[AuditInput]:
+    """Every session the arguments name: log files, globs, folders of plain log files,
+    JSONL stores, SQLite databases and other agents' logs (files or folders the importers
+    recognise). The one place the audit resolves paths.
+
+    Raises:
+        StorageError: for a name that matches nothing.
+    """
+    found: list[tuple[Path, str | None, str]] = []
+    for name in names:
+        paths = [Path(name)]
+        if not paths[0].exists() and glob.has_magic(name):
+            paths = [Path(p) for p in sorted(glob.glob(name, recursive=True))]
+        if not paths or not paths[0].exists():
+            raise StorageError(f"{name}: no such file, folder or match", path=name)
+        for path in paths:
+            if path.is_dir() and not _one_session_dir(path):
+                store = JsonlStore(path).list()
+                if store:
+                    found += [(path, sid, f"{path.name}-{sid}") for sid in store]
+                    continue
+                found += [(child, None, _log_stem(child)) for child in sorted(path.iterdir())
+                          if child.is_file() and ".cont-" not in child.name
+                          and (child.name.endswith(_PLAIN_SUFFIXES) or is_sqlite_file(child))]
+            elif is_sqlite_file(path):
+                with SqliteStore(path, read_only=True) as db:
+                    found += [(path, sid, f"{_log_stem(path)}-{sid}") for sid in db.list()]
+            else:
+                found.append((path, None, _log_stem(path)))
+    out: list[AuditInput] = []
+    seen: set[str] = set()
+    for path, session_id, stem in found:  # two sessions never share a report
+        unique, n = stem, 1
+        while unique in seen:
+            n += 1
+            unique = f"{stem}-{n}"
+        seen.add(unique)
+        out.append(AuditInput(path, session_id, unique))
+    return out
+
+
+def _one_session_dir(path: Path) -> bool:
+    """A folder that is one log: a store's session folder or another agent's log."""
+    return any((path / n).is_file() for n in ("session.jsonl", "session.jsonl.zstd")) \
+        or _foreign(path)
+
+
+def _audit_source(item: AuditInput) -> tuple[Any, list[Any]]:
+    """The log to audit and what reading or importing it noted."""
+    if item.session_id is None and _foreign(item.path):
+        from .importers import import_any
+        from .notebook.source import load_source
+
+        result = import_any(item.path)
+        log = load_source(list(result.events), progress=False)
+        log.session_id, log.path = str(result.header["id"]), str(item.path)
+        return log, [*result.notes, *result.problems]
+    reading = read_log(item.path, session_id=item.session_id)
+    return reading, list(reading.problems)
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     try:
         from .notebook.audit import audit_report
     except ImportError as err:
         raise SurfaceLabError(f"the audit needs the notebook extras ({err.name} is missing):"
                               f" python -m pip install -e '.[notebook]'") from None
-    if args.path is not None:
-        source: Any = read_log(args.path, session_id=args.session)
-        for problem in source.problems:
-            _out(str(problem), sys.stderr)
+    progress = not args.no_progress
+    if args.paths:
+        items = [item for item in expand_audit_paths(args.paths)
+                 if args.session is None or item.session_id == args.session]
+        if not items:
+            raise StorageError(f"{', '.join(args.paths)}: no log to audit" + (
+                f" with session {args.session!r}" if args.session is not None else ""))
     else:
         source = _default_audit_source()
         _out(f"auditing {source if isinstance(source, Path) else 'the long-compaction sample'}"
              f" (give a PATH to audit another log)", sys.stderr)
-    result = audit_report(source, args.out)
-    for line in result["summary"].split("\n"):
-        _out(line)
-    for failed in result["failed"]:
-        _out(f"failed compaction {failed['compaction_id']} at seq {failed['seq']}: "
-             f"{failed['error']}")
-    _out(f"wrote {result['png']}")
-    _out(f"wrote {result['html']}")
-    bad = result["audit"]["recorded_matches"].fillna(True).eq(False).sum()
+        if not isinstance(source, Path):  # the sample, built in memory
+            result = audit_report(source, args.out, name="long-compaction", progress=progress)
+            return _report_audit(args.out, [("the long-compaction sample", result)], True)
+        items = [AuditInput(source, None, "long-compaction")]
+    done: list[tuple[str, Any]] = []
+    failed = False
+    for item in items:
+        label = _label(item.path, item.session_id)
+        try:
+            source, notes = _audit_source(item)
+            for note in notes:
+                _out(str(note), sys.stderr)
+            done.append((label, audit_report(source, args.out, name=item.stem, notes=notes,
+                                             progress=progress)))
+        except SurfaceLabError as err:
+            _out(str(Problem.from_error(err, path=label)))
+            failed = True
+    return 1 if _report_audit(args.out, done, len(items) == 1) or failed else 0
+
+
+def _report_audit(out: str, done: list[tuple[str, Any]], alone: bool) -> int:
+    """Print what each audit found, write the index; 1 if a recorded decision does not
+    replay."""
+    from .notebook.audit import audit_index
+
+    bad = 0
+    for label, result in done:
+        audit = result["audit"]
+        mismatched = int(audit["recorded_matches"].fillna(True).eq(False).sum())
+        bad += mismatched
+        if alone:
+            for line in result["summary"].split("\n"):
+                _out(line)
+            for failed in result["failed"]:
+                _out(f"failed compaction {failed['compaction_id']} at seq {failed['seq']}: "
+                     f"{failed['error']}")
+        for diff in result["replay"]:
+            _out(f"{label}: seq {diff['seq']}: recorded-mismatch: recorded "
+                 f"{diff['recorded']}, the fold computed {diff['computed']}")
+        _out(f"{label}: {len(audit)} replaces, {sum(map(len, audit['removed_seqs']))} "
+             f"removed, {sum(map(len, audit['restored_seqs']))} restored, "
+             f"{int(audit['n_at_risk'].sum()) if len(audit) else 0} facts at risk, "
+             f"{len(result['failed'])} failed; "
+             + (f"{mismatched} recorded decision(s) do NOT replay" if mismatched
+                else "recorded decisions replay")
+             + f" -> {result['html']}")
+    if done:
+        _out(f"wrote {audit_index(out, done)}")
     return 1 if bad else 0
 
 
@@ -526,15 +652,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="exit 1 when the import finds a "
                                                          "problem")
 
-    p = _command(sub, "audit", "audit the compactions of a log: table, PNG, HTML",
-                 "Audit every compaction of a log: what it hid, the tokens before and "
-                 "after, the facts it put at risk and whether the recorded decision "
-                 "replays; writes a swimlane PNG and an HTML report.", cmd_audit)
-    p.add_argument("path", metavar="PATH", nargs="?",
-                   help="the log (default: the long compaction sample)")
+    p = _command(sub, "audit", "audit the compactions of logs: tables, PNGs, HTML reports",
+                 "Audit every compaction of the logs given: what it hid (removed apart from "
+                 "restored copies), the tokens before and after, the facts it put at risk, "
+                 "the evidence of loss and whether the recorded decision replays; writes a "
+                 "swimlane PNG and an HTML report per session, named after its input, and "
+                 "an index.html. Exit 1 if a recorded decision does not replay.", cmd_audit)
+    p.add_argument("paths", metavar="PATH", nargs="*",
+                   help="logs, globs, folders of logs, stores, databases or other agents' "
+                        "logs (default: the long compaction sample)")
     p.add_argument("--out", default="surface-lab-audit", metavar="DIR",
-                   help="where the PNG and HTML go (default: ./surface-lab-audit)")
-    p.add_argument("--session", metavar="ID", help=_SESSION_HELP)
+                   help="where the reports go (default: ./surface-lab-audit)")
+    p.add_argument("--session", metavar="ID",
+                   help="only this session of the stores or databases")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
     p = sub.add_parser("corpus", help="build and query a Parquet dataset of many sessions",
                        description="Turn many logs into one date-partitioned Parquet "
@@ -575,7 +706,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus-sessions", type=int, default=2000, metavar="N",
                    help="sessions in the corpus benchmark (0 skips it)")
     p.add_argument("--skip", nargs="*", choices=["read", "frames", "append", "replay",
-                                                 "plot", "memory", "corpus"])
+                                                 "plot", "audit", "memory", "corpus"])
 
     p = _command(sub, "generate", "write the sample logs (or one large session)",
                  "Write the sample logs, the sample database, the deliberately invalid "

@@ -36,7 +36,7 @@ from surface_lab.notebook import (
     surface_df,
     visibility_df,
 )
-from surface_lab.notebook.audit import audit_report
+from surface_lab.notebook.audit import SORT_SCRIPT, audit_report
 from surface_lab.notebook.render import step_html
 from surface_lab.notebook.widgets import SurfaceSizeFigure
 
@@ -265,6 +265,8 @@ class TestWidget:
             assert "<script>" not in value and "<img src=x" not in value
             assert "&lt;script&gt;" in value
         report = audit_report(session, tmp_path)["html"].read_text()
+        assert report.count("<script>") == report.count(SORT_SCRIPT) == 1  # the sorter
+        report = report.replace(SORT_SCRIPT, "")
         assert "<script>" not in report and "<img src=x" not in report
         assert "&lt;img src=x onerror=alert(1)&gt;" in report
 
@@ -280,8 +282,8 @@ class TestPlots:
         lines = [c for c in ax.collections if isinstance(c, LineCollection)]
         assert sum(len(c.get_segments()) for c in lines) == 7 + sum(
             len(r.shadowed_seqs) for r in log.fold.replacements)
-        [heads] = [c for c in ax.collections if isinstance(c, PathCollection)]
-        assert len(heads.get_offsets()) == 7
+        [failed, heads] = [c for c in ax.collections if isinstance(c, PathCollection)]
+        assert len(heads.get_offsets()) == 7 and len(failed.get_offsets()) == 1
         assert [t.get_text() for t in ax.get_yticklabels()][:2] == ["events", "seq 250 cmp-1"]
 
     def test_shadowing_artist_count_does_not_grow_with_events(self) -> None:
@@ -369,12 +371,15 @@ class TestAuditCommand:
         out = capsys.readouterr().out
         assert "cmp-8" in out and "failed compaction cmp-3" in out
         written = sorted(p.name for p in (tmp_path / "surface-lab-audit").iterdir())
-        assert written == ["long-compaction-audit.html", "long-compaction-swimlane.png"]
+        assert written == ["index.html", "long-compaction-audit.html",
+                           "long-compaction-swimlane.png"]
 
     def test_a_path_and_an_out_dir(self, tmp_path: Path,
                                    capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["audit", str(COMPACTION_LOG), "--out", str(tmp_path)]) == 0
-        assert len(list(tmp_path.iterdir())) == 2
+        stem = COMPACTION_LOG.name.removesuffix(".jsonl")  # reports are named after the input
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted([
+            "index.html", f"{stem}-audit.html", f"{stem}-swimlane.png"])
 
     def test_bad_input_is_one_line(self, tmp_path: Path,
                                    capsys: pytest.CaptureFixture[str]) -> None:
@@ -391,6 +396,7 @@ class TestProgress:
         from surface_lab.reading import codec
 
         monkeypatch.setattr(source, "PROGRESS_MIN_BYTES", 0)
+        monkeypatch.setattr(source, "PROGRESS_DELAY", 0)
         monkeypatch.setattr(codec, "PROGRESS_EVERY", 100)
         events_df(SAMPLES / "long-compaction.jsonl")
         assert "long-compaction.jsonl" in capfd.readouterr().err

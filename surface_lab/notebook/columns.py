@@ -91,8 +91,10 @@ SCHEMAS: dict[str, list[Column]] = {
         Column("removed_seqs", OBJ, "shadowed seqs that really left the model's view"),
         Column("chars_before", INT, "characters of the shadowed entries"),
         Column("tokens_before", INT, "estimated tokens of the shadowed entries"),
-        Column("chars_after", INT, "characters of the replacement"),
-        Column("tokens_after", INT, "estimated tokens of the replacement"),
+        Column("chars_after", INT, "characters of what took the run's place: the "
+                                   "replacement, and the entries a widened import's "
+                                   "bracket appended after it"),
+        Column("tokens_after", INT, "estimated tokens of the same"),
         Column("plugin", TEXT, "source.plugin of the replacement, when known"),
         Column("compaction_id", TEXT, "compactionId, when known"),
         Column("shadows_replacement", BOOL, "it shadowed an earlier replacement"),

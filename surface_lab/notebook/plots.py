@@ -16,8 +16,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from ..messages import estimate_tokens
-from ..surface import APPEND, REPLACE, apply_plan
+from ..events import mapping_at, message_of
+from ..messages import text_tokens
+from .frames import Bracket, bracket_of, brackets
 from .source import LogData, load_source
 
 __all__ = ["OKABE_ITO", "figure_png", "plot_shadowing", "plot_surface_size",
@@ -37,6 +38,7 @@ GROUPS: list[tuple[str, str, tuple[str, ...]]] = [
 ]
 OTHER_COLOR = "#777777"
 SHADOW_COLOR = "#555555"
+RESTORED_COLOR = OKABE_ITO[1]
 STATE_COLORS = ["#F2F2F2", OKABE_ITO[4], OKABE_ITO[6], "#9A9A9A"]
 
 
@@ -49,7 +51,15 @@ def _axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
         return ax
     import matplotlib.pyplot as plt
 
-    return plt.figure(figsize=size).add_subplot()
+    # constrained: legends outside the axes and the axis labels stay inside the figure
+    return plt.figure(figsize=size, layout="constrained").add_subplot()
+
+
+def _failed_seqs(log: LogData) -> list[int]:
+    """The `compaction/end` events that carry an error: compactions that committed
+    nothing."""
+    return [seq for seq in log.seqs_of_type("compaction/end")
+            if "error" in mapping_at(log.read(seq), "data")]
 
 
 def _runs(seqs: Iterable[int]) -> list[tuple[float, float]]:
@@ -101,9 +111,10 @@ def plot_shadowing(source: Any, *, ax: Axes | None = None, max_lanes: int = 40,
         The Axes drawn on.
     """
     log = _log(source)
-    replaces = [p for p in log.plans if p.kind == REPLACE]
+    replaces = log.replaces
+    traces = brackets(log)
     ax = _axes(ax, (11, 2.2 + 0.28 * min(len(replaces), max_lanes)))
-    types = [e["type"] for e in log.events]
+    types = log.types
     known = {t for _, _, members in GROUPS for t in members}
     handles: list[Any] = []
     # Rare events stay visible on long logs: at least 1/600 of the axis wide.
@@ -121,16 +132,31 @@ def plot_shadowing(source: Any, *, ax: Axes | None = None, max_lanes: int = 40,
                                          edgecolors="none", label=label,
                                          zorder=1 if label in ("chunks", "other") else 2))
         handles.append(Patch(facecolor=color, label=label))
+    failed = _failed_seqs(log)
+    if failed:
+        ax.scatter([s + 0.5 for s in failed], [0] * len(failed), marker="X", s=60,
+                   color=OKABE_ITO[5], edgecolors="white", linewidths=0.6, zorder=5)
+        handles.append(Line2D([], [], color=OKABE_ITO[5], marker="X", linestyle="none",
+                              label=f"failed compaction ({len(failed)})"))
     # A lane per replace; past max_lanes, replaces share lanes where they do not overlap.
-    spans = [(min(p.shadowed), p.seq) for p in replaces]
+    spans = [(min(p.shadowed, default=p.seq), p.seq) for p in replaces]
     lanes = list(range(len(replaces))) if len(replaces) <= max_lanes \
         else _pack(spans, max_lanes)
-    span_rects, ticks, shafts, heads = [], [], [], []
-    for plan, lane in zip(replaces, lanes, strict=True):
+    span_rects: list[Rect] = []
+    ticks: list[Rect] = []  # removed entries
+    restored_ticks: list[Rect] = []  # entries the bracket copied back
+    shafts: list[Rect] = []
+    heads: list[tuple[float, float]] = []
+    for plan, lane, (low, _) in zip(replaces, lanes, spans, strict=True):
         y = lane + 1
-        low, high = min(plan.shadowed), max(plan.shadowed)
-        span_rects += _rects([(low, high + 1 - low)], y - 0.3, 0.6)
-        ticks += [[(s + 0.5, y - 0.3), (s + 0.5, y + 0.3)] for s in plan.shadowed]
+        high = max(plan.shadowed, default=plan.seq - 1)
+        bracket = bracket_of(traces, plan.seq)
+        restored = bracket.restored if bracket is not None else frozenset()
+        if plan.shadowed:
+            span_rects += _rects([(low, high + 1 - low)], y - 0.3, 0.6)
+        for s in plan.shadowed:
+            (restored_ticks if s in restored else ticks).append(
+                [(s + 0.5, y - 0.3), (s + 0.5, y + 0.3)])
         shafts.append([(high + 1, y), (plan.seq + 0.5, y)])
         heads.append((plan.seq + 0.5, y))
     if replaces:
@@ -143,39 +169,51 @@ def plot_shadowing(source: Any, *, ax: Axes | None = None, max_lanes: int = 40,
                                          zorder=3))
         xs, ys = zip(*heads, strict=True)
         ax.scatter(xs, ys, marker=">", s=28, color=OKABE_ITO[7], zorder=4)
+        n_removed = len(ticks)
         handles += [Patch(facecolor="#E4E4E4", edgecolor=SHADOW_COLOR, hatch="////",
                           label="shadowed run"),
                     Line2D([], [], color=SHADOW_COLOR, linewidth=2.2,
-                           label="shadowed entry"),
-                    Line2D([], [], color=OKABE_ITO[7], marker=">", label="replaced by")]
+                           label=f"removed entry ({n_removed})")]
+        if restored_ticks:
+            ax.add_collection(LineCollection(restored_ticks, colors=RESTORED_COLOR,
+                                             linewidths=2.2, zorder=2))
+            handles.append(Line2D([], [], color=RESTORED_COLOR, linewidth=2.2,
+                                  label=f"restored: copied back ({len(restored_ticks)})"))
+        handles.append(Line2D([], [], color=OKABE_ITO[7], marker=">", label="replaced by"))
     n_lanes = (max(lanes) + 1) if lanes else 0
     ax.set_xlim(-0.5, max(len(types), 1) + 0.5)
     ax.set_ylim(n_lanes + 0.7, -0.7)
     if n_lanes <= 25 and len(replaces) == n_lanes:
         ax.set_yticks(range(n_lanes + 1), ["events", *(
-            f"seq {p.seq} {_replace_label(log, p.seq)}" for p in replaces)], fontsize=8)
+            f"seq {p.seq} {_replace_label(log, p.seq, traces)}" for p in replaces)],
+            fontsize=8, parse_math=False)
     else:
         ax.set_yticks([0], ["events"])
         ax.set_ylabel(f"{len(replaces)} replaces in {n_lanes} lanes")
     ax.set_xlabel("seq (log order)")
     ax.set_title(title or f"{log.session_id}: {len(types)} events, {len(replaces)} "
-                          f"replace{'s' if len(replaces) != 1 else ''}")
+                          f"replace{'s' if len(replaces) != 1 else ''}", parse_math=False)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8,
               frameon=False)
     return ax
 
 
-def _replace_label(log: LogData, seq: int) -> str:
-    event = log.events[seq]
+def _replace_label(log: LogData, seq: int, traces: Sequence[Bracket]) -> str:
+    """A lane's name: the compaction id (for an imported log, the source's own id of the
+    manipulation), else the plugin, else the type; a tool-result rewrite is a prune."""
+    bracket = bracket_of(traces, seq)
+    if bracket is not None:
+        return str(bracket.compaction_id)
+    event = log.read(seq)
     if event["type"] == "tool/result":
         return "prune"
-    source = (event.get("data") or {}).get("source") or {}
+    source = mapping_at(message_of(event), "source")
     return str(source.get("compactionId") or source.get("plugin") or event["type"])
 
 
 def _visibility_matrix(log: LogData, max_steps: int, max_entries: int
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    entries = np.array([p.seq for p in log.plans if p.kind != 0], dtype="int64")
+    entries = np.array(log.entries, dtype="int64")
     steps = np.arange(len(log.events), dtype="int64")
     if len(steps) > max_steps:
         steps = np.unique(np.linspace(0, len(log.events) - 1, max_steps).astype("int64"))
@@ -183,7 +221,8 @@ def _visibility_matrix(log: LogData, max_steps: int, max_entries: int
         entries = entries[np.unique(np.linspace(0, len(entries) - 1,
                                                 max_entries).astype("int64"))]
     gone = np.array([log.shadowed_by.get(int(s), np.iinfo("int64").max) for s in entries])
-    is_replacement = np.array([log.plans[int(s)].kind == REPLACE for s in entries], dtype=bool)
+    replaced = {p.seq for p in log.replaces}
+    is_replacement = np.array([int(s) in replaced for s in entries], dtype=bool)
     grid_steps = steps[:, None]
     state = np.where(grid_steps < entries[None, :], 0,
                      np.where(grid_steps >= gone[None, :], 3,
@@ -216,7 +255,7 @@ def plot_visibility(source: Any, *, ax: Axes | None = None, highlight: int | Non
             ax.axhline(highlight, color=OKABE_ITO[5], linewidth=1.5)
     ax.set_xlabel("surface entry (in seq order)")
     ax.set_ylabel("step (just after event k)")
-    ax.set_title(f"{log.session_id}: what the model sees, step by step")
+    ax.set_title(f"{log.session_id}: what the model sees, step by step", parse_math=False)
     ax.legend(handles=[Patch(facecolor=c, edgecolor="#999999", label=s) for c, s in
                        zip(STATE_COLORS, ("not yet", "visible", "replacement", "shadowed"),
                            strict=True)],
@@ -229,18 +268,18 @@ def surface_size_series(log: LogData) -> tuple[np.ndarray, np.ndarray]:
     if "sizes" in log.cache:
         cached: tuple[np.ndarray, np.ndarray] = log.cache["sizes"]
         return cached
-    lengths = np.zeros(len(log.plans), dtype="int64")
-    tokens = np.zeros(len(log.plans), dtype="int64")
-    cost: dict[int, int] = {}
-    nodes: list[int] = []
-    total = 0
-    for plan in log.plans:
-        if plan.kind in (APPEND, REPLACE):
-            cost[plan.seq] = estimate_tokens(log.events[plan.seq])
-            total += cost[plan.seq] - sum(cost[s] for s in plan.shadowed)
-        nodes = apply_plan(nodes, plan)
-        lengths[plan.seq] = len(nodes)
-        tokens[plan.seq] = total
+    # Each entry adds one node and its tokens where it goes on; a replace takes off what
+    # it hid. Only the entries are read.
+    entries = log.entries
+    texts = log.texts(entries)
+    cost = {seq: text_tokens(texts[seq]) for seq in entries}
+    grow = np.zeros(len(log.plans), dtype="int64")
+    gain = np.zeros(len(log.plans), dtype="int64")
+    grow[entries], gain[entries] = 1, [cost[seq] for seq in entries]
+    for plan in log.replaces:
+        grow[plan.seq] -= len(plan.shadowed)
+        gain[plan.seq] -= sum(cost[s] for s in plan.shadowed)
+    lengths, tokens = np.cumsum(grow), np.cumsum(gain)
     log.cache["sizes"] = (lengths, tokens)
     return lengths, tokens
 
@@ -263,10 +302,14 @@ def plot_surface_size(source: Any, *, ax: Axes | None = None, marker: int | None
     twin = ax.twinx()
     twin.plot(x, tokens, color=OKABE_ITO[0], linewidth=1.2, linestyle="--",
               label="estimated tokens")
-    replaces = [p.seq for p in log.plans if p.kind == REPLACE]
+    replaces = [p.seq for p in log.replaces]
     if replaces:
         ax.vlines(replaces, 0, 1, transform=ax.get_xaxis_transform(), colors=OKABE_ITO[6],
                   linewidth=0.7, linestyles=":", label="replace")
+    failed = _failed_seqs(log)
+    if failed:
+        ax.vlines(failed, 0, 1, transform=ax.get_xaxis_transform(), colors=OKABE_ITO[5],
+                  linewidth=1.4, linestyles="--", label=f"failed compaction ({len(failed)})")
     if marker is not None:
         ax.axvline(marker, color=OKABE_ITO[5], linewidth=1.5, label="replay position")
     ax.set_xlabel("seq (log order)")
@@ -276,17 +319,17 @@ def plot_surface_size(source: Any, *, ax: Axes | None = None, marker: int | None
     ax.set_ylim(bottom=0)
     twin.set_ylim(bottom=0)
     handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
-    ax.legend(handles=handles, loc="upper left", fontsize=8, frameon=False)
-    ax.set_title(f"{log.session_id}: surface size")
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.07, 1.0), fontsize=8,
+              frameon=False)
+    ax.set_title(f"{log.session_id}: surface size", parse_math=False)
     return ax
 
 
 def figure_png(draw: Any, *args: Any, size: tuple[float, float] = (11, 4), dpi: int = 110,
                **kwargs: Any) -> bytes:
     """Render `draw(*args, ax=..., **kwargs)` on a fresh Figure (no pyplot) to PNG bytes."""
-    figure = Figure(figsize=size)
+    figure = Figure(figsize=size, layout="constrained")
     draw(*args, ax=figure.add_subplot(), **kwargs)
-    figure.tight_layout()
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=dpi)
     return buffer.getvalue()

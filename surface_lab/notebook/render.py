@@ -45,13 +45,14 @@ def _kind_class(event: Mapping[str, Any], message: Mapping[str, Any]) -> str:
 
 
 def message_card(event: Mapping[str, Any], *, tags: tuple[str, ...] = (),
-                 extra_class: str = "", max_chars: int = MAX_CHARS) -> str:
-    """One surface entry as an HTML card: type, seq, message id, role and its text."""
+                 extra_class: str = "", max_chars: int | None = MAX_CHARS) -> str:
+    """One surface entry as an HTML card: type, seq, message id, role and its text (cut
+    after `max_chars`; whole with None)."""
     message = event.get("data") if event["type"] in ("user/message", "context/message") \
         else (event.get("data") or {}).get("message")
     message = message if isinstance(message, Mapping) else {}
     text = message_text(event)
-    shown = text if len(text) <= max_chars else (
+    shown = text if max_chars is None or len(text) <= max_chars else (
         text[:max_chars] + f"\n… ({len(text) - max_chars} more characters)")
     tag_html = "".join(f'<span class="sl-tag">{esc(t)}</span>' for t in tags)
     return (f'<div class="sl-card {_kind_class(event, message)} {extra_class}">'

@@ -4,17 +4,21 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from ..errors import AdmissionError, SurfaceLabError
-from ..events import SURFACE_TYPES, Event
+from ..events import SURFACE_TYPES, Event, mapping_at, message_of
+from ..messages import message_text
 from ..problems import Problem
 from ..reading.codec import scan_file
+from ..reading.lines import TYPE_NAMES
 from ..reading.read import LogReading, read_log
+from ..reading.sequences import LogEvents, PlanList
 from ..session import Session
 from ..storage.base import Store
 from ..surface import (
@@ -28,11 +32,12 @@ from ..surface import (
     plan_event,
 )
 
-__all__ = ["LogData", "Source", "load_source"]
+__all__ = ["LogData", "Source", "load_source", "step_bar"]
 
 Source = (str | os.PathLike[str] | LogReading | Session | tuple[Store, str]
           | Sequence[Mapping[str, Any]])
 PROGRESS_MIN_BYTES = 20_000_000
+PROGRESS_DELAY = 1.0  # seconds: a step that ends sooner shows no bar
 
 
 @dataclass
@@ -67,6 +72,106 @@ class LogData:
         """Each shadowed seq -> the seq of the replace that shadowed it."""
         return {s: r.seq for r in self.fold.replacements for s in r.shadowed_seqs}
 
+    # What an audit reads: the replaces, the entries, and events found by type, none of
+    # them parsing the events it does not read (a log the fast reader kept packed is
+    # read from its type codes and kinds; any other log is in memory already).
+
+    @cached_property
+    def replaces(self) -> list[Plan]:
+        """The plan of every replace, in log order."""
+        if isinstance(self.plans, PlanList):
+            return [self.plans.replaces[seq] for seq in sorted(self.plans.replaces)]
+        return [p for p in self.plans if p.kind == REPLACE]
+
+    @cached_property
+    def entries(self) -> list[int]:
+        """The seqs of every event that went onto the surface (appends and replaces)."""
+        if isinstance(self.plans, PlanList):
+            import numpy as np
+
+            kinds = np.frombuffer(bytes(self.plans.kinds), dtype=np.uint8)
+            return [int(s) for s in np.flatnonzero(kinds != LOG_ONLY)]
+        return [p.seq for p in self.plans if p.kind != LOG_ONLY]
+
+    @cached_property
+    def types(self) -> Sequence[str]:
+        """Each event's type."""
+        if isinstance(self.events, LogEvents):
+            return self.events.types
+        return [str(e["type"]) for e in self.events]
+
+    def seqs_of_type(self, *names: str) -> list[int]:
+        """The seqs of the events of these types, in order."""
+        if isinstance(self.events, LogEvents):
+            import numpy as np
+
+            codes = np.frombuffer(self.events.type_codes, dtype=np.uint8)
+            wanted = [TYPE_NAMES.index(n) for n in names if n in TYPE_NAMES]
+            return [int(s) for s in np.flatnonzero(np.isin(codes, wanted))]
+        wanted_names = set(names)
+        return [seq for seq, kind in enumerate(self.types) if kind in wanted_names]
+
+    def type_of(self, seq: int) -> str:
+        if isinstance(self.events, LogEvents):
+            return TYPE_NAMES[self.events.type_codes[seq]]
+        return str(self.events[seq]["type"])
+
+    def read(self, seq: int) -> Mapping[str, Any]:
+        """Event `seq`, parsed but not frozen where the log is kept packed."""
+        if isinstance(self.events, LogEvents):
+            return self.events.raw(seq)
+        return self.events[seq]
+
+    def texts(self, seqs: Iterable[int]) -> dict[int, str]:
+        """`message_text` of these events, by seq (each decoded once per log, together
+        with its message's source: see `source_of`)."""
+        known: dict[int, str] = self.cache.setdefault("texts", {})
+        sources: dict[int, Any] = self.cache.setdefault("sources", {})
+        missing = sorted({s for s in seqs if s not in known})
+        if missing:
+            if isinstance(self.events, LogEvents):
+                for seq, (text, source) in zip(missing, self.events.message_texts(missing),
+                                               strict=True):
+                    known[seq], sources[seq] = text, source
+            else:
+                known.update((s, message_text(self.events[s])) for s in missing)
+        return known
+
+    def source_of(self, seq: int) -> Mapping[str, Any]:
+        """The `source` of event `seq`'s message ({} when it has none)."""
+        if isinstance(self.events, LogEvents):
+            self.texts([seq])
+            source = self.cache["sources"].get(seq)
+            return source if isinstance(source, Mapping) else {}
+        return mapping_at(message_of(self.events[seq]), "source")
+
+    def types_of(self, seqs: Iterable[int]) -> list[str]:
+        """The types of these events."""
+        if isinstance(self.events, LogEvents):
+            codes = self.events.type_codes
+            return [TYPE_NAMES[codes[s]] for s in seqs]
+        return [str(self.events[s]["type"]) for s in seqs]
+
+class _NoBar:
+    """What `step_bar` gives when progress is off."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+
+@contextmanager
+def step_bar(desc: str, total: int, progress: bool, unit: str = " replaces"
+             ) -> Iterator[Any]:
+    """One progress bar for one step of an analysis (tqdm, a widget in a notebook), shown
+    only once the step has taken a second, and gone when it ends."""
+    if not progress or total <= 0:
+        yield _NoBar()
+        return
+    from tqdm.auto import tqdm
+
+    with tqdm(total=total, desc=desc, unit=unit, delay=PROGRESS_DELAY, leave=False) as bar:
+        yield bar
+
 
 def _progress_bar(path: Path) -> Callable[[int, int], None] | None:
     try:
@@ -81,9 +186,12 @@ def _progress_bar(path: Path) -> Callable[[int, int], None] | None:
     def update(done: int, total: int) -> None:
         nonlocal bar
         if bar is None:
-            bar = tqdm(total=total, unit=" lines", desc=path.name, leave=False)
+            bar = tqdm(total=total, unit=" lines", desc=f"reading {path.name}",
+                       delay=PROGRESS_DELAY, leave=False)
+        if bar.disable:  # closed: the read is done
+            return
         bar.update(done - bar.n)
-        if total - done < 50_000:
+        if done >= total:
             bar.close()
 
     return update
