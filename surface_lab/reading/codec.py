@@ -6,11 +6,13 @@ fixture findings, and the append intent a writer announces in the lock file."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -26,13 +28,16 @@ __all__ = [
     "MAX_LINE_BYTES",
     "PROGRESS_EVERY",
     "BadLine",
+    "Committed",
     "Progress",
     "has_long_digits",
     "lock_path",
     "parse_line",
+    "read_committed",
     "read_intent",
     "read_log_bytes",
     "scan_bytes",
+    "scan_committed",
     "scan_file",
 ]
 
@@ -251,16 +256,60 @@ def read_intent(log: Path) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def scan_file(path: Path, progress: Progress | None = None) -> Scan:
-    data, torn = read_log_bytes(path)
-    intent = None if path.name.endswith(".zstd") else read_intent(path)
+class Committed(NamedTuple):
+    """A log's bytes as of a moment when no append was half-done (SPEC 7.1)."""
+
+    data: bytes
+    torn_frame: bool  # a zstd frame was cut short
+    unfinished: tuple[int, int] | None  # the byte range of an append still announced
+
+
+_SNAPSHOT_TRIES = 5
+
+
+def read_committed(path: Path) -> Committed:
+    """The bytes of a log with no batch in part: a writer announces each append in the
+    lock file before writing it and clears the announcement once the data is synced, so
+    the bytes are taken when the announcement read after them is the one (or the lack
+    of one) read before them and, with none, the file is still as long as what was read;
+    else they are read again. An announcement still there gives the start the unfinished
+    append is cut at. After a few tries (appends keep landing) the bytes are read under
+    the writers' lock, shared."""
+    if path.name.endswith(".zstd"):
+        return Committed(*read_log_bytes(path), None)
+    for _ in range(_SNAPSHOT_TRIES):
+        before = read_intent(path)
+        data, torn = read_log_bytes(path)
+        after = read_intent(path)
+        if after is not None and after == before and len(data) >= after[0]:
+            return Committed(data, torn, after)
+        if after is None and before is None and path.stat().st_size == len(data):
+            return Committed(data, torn, None)
+    try:
+        fd = os.open(lock_path(path), os.O_RDONLY)
+    except OSError:  # no writer ever took the lock
+        return Committed(*read_log_bytes(path), read_intent(path))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        return Committed(*read_log_bytes(path), read_intent(path))
+    finally:
+        os.close(fd)
+
+
+def scan_committed(log: Committed, path: str, progress: Progress | None = None) -> Scan:
+    """`scan_bytes` of committed bytes, an unfinished append dropped with a note."""
+    data, torn, intent = log
     if intent is None or len(data) == intent[1] or len(data) < intent[0]:
-        return scan_bytes(data, str(path), torn_frame=torn, progress=progress)
+        return scan_bytes(data, path, torn_frame=torn, progress=progress)
     start, end = intent
-    scan = scan_bytes(data[:start], str(path), progress=progress)
+    scan = scan_bytes(data[:start], path, progress=progress)
     scan.problems.append(Problem(
         "note", "unfinished-batch",
         f"an append of bytes {start}..{end} did not finish ({len(data) - start} written): "
-        f"it was never committed and repair drops it", str(path)))
+        f"it was never committed and repair drops it", path))
     scan.truncate_at = start if scan.truncate_at is None else scan.truncate_at
     return scan
+
+
+def scan_file(path: Path, progress: Progress | None = None) -> Scan:
+    return scan_committed(read_committed(path), str(path), progress)

@@ -28,13 +28,15 @@ from __future__ import annotations
 
 import operator
 import sys
+from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping
-from functools import reduce
+from functools import partial, reduce
 from itertools import accumulate, chain, compress, count, islice, pairwise
 from types import FrameType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
+import orjson
 from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 
 from ..errors import AdmissionError, CorruptLogError
@@ -68,6 +70,7 @@ _ASSISTANT, _TOOL_RESULT = _CODE["assistant/message"], _CODE["tool/result"]
 # A line nested deeper than this goes to the full pipeline (whose `freeze` refuses past
 # MAX_DEPTH 400); see `_decoded` for how it is found.
 _MAX_DEPTH = 300
+_T = TypeVar("_T")
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _UTF8_BLOCK = 1 << 14
 
@@ -296,9 +299,16 @@ def _stack_depth() -> int:
     return depth
 
 
+def _deeper(frames: int, call: Callable[[], _T]) -> _T:
+    """`call()`, run `frames` Python frames deeper than the caller."""
+    return call() if frames <= 0 else _deeper(frames - 1, call)
+
+
 _TOO_DEEP = b"[" * (_MAX_DEPTH + 1) + b"]" * (_MAX_DEPTH + 1)
 _SCAN_BYTES = 4 << 20  # the line breaks are looked for this many bytes at a time
 _NEWLINE, _OPEN, _CLOSE = b"\n{}"
+# The deepest stack the bound below builds; past it lines are looked at one by one.
+_MAX_HEADROOM = 20_000
 
 
 def _decoded(data: bytes, starts: list[int]) -> Iterator[tuple[int, list[Any]]]:
@@ -307,36 +317,71 @@ def _decoded(data: bytes, starts: list[int]) -> Iterator[tuple[int, list[Any]]]:
     No line nested deeper than `_MAX_DEPTH` decodes.
 
     On CPython 3.11 msgspec counts its nesting against the interpreter's recursion
-    limit, so the limit is lowered to this frame's depth plus `_MAX_DEPTH` around each
-    decode and a line nested deeper fails to decode. The decode holds the GIL, but the
-    limit is process-wide: a thread that gets to run in the few bytecodes around it sees
-    the lower limit too (which matters only to a thread some 300 frames deep). A probe
-    at the same depth first checks that the interpreter counts that way (later versions
-    count C recursion apart); if it does not, the lines with enough brackets to be that
-    deep are looked at one by one.
+    limit, so each decode runs with the stack built up (by plain Python calls, which
+    take no C stack on 3.11) to `_MAX_DEPTH` frames below the limit, and a line nested
+    deeper fails to decode. Nothing process-wide changes: the limit is left as it is.
+    A probe at the same depth first checks that the interpreter counts that way (later
+    versions count C recursion apart); if it does not, or the limit is so high that the
+    stack would be very deep, the lines with enough brackets to be that deep are looked
+    at one by one.
 
     Raises:
         msgspec.DecodeError, RecursionError: a line the fast reader does not take.
     """
     view = memoryview(data)
-    limit = sys.getrecursionlimit()
+    headroom = sys.getrecursionlimit() - _stack_depth() - _MAX_DEPTH
     bounded = False
-    for first, end in stretches(starts):
-        sys.setrecursionlimit(_stack_depth() + _MAX_DEPTH)
+    if 0 <= headroom <= _MAX_HEADROOM:
         try:
-            if first == 0:
-                try:
-                    msgspec.json.decode(_TOO_DEEP)
-                except RecursionError:
-                    bounded = True
-            records = _DECODER.decode_lines(view[starts[first] : starts[end]])
-        finally:
-            sys.setrecursionlimit(limit)
+            _deeper(headroom, lambda: msgspec.json.decode(_TOO_DEEP))
+        except RecursionError:
+            bounded = True
+    for first, end in stretches(starts):
+        lines = view[starts[first] : starts[end]]
+        records: list[Any] = (_deeper(headroom, partial(_DECODER.decode_lines, lines))
+                              if bounded else _DECODER.decode_lines(lines))
         if len(records) != end - first or (not bounded and any(
                 b - a > 2 * _MAX_DEPTH and _maybe_too_deep(data, a, b - 1)
                 for a, b in pairwise(starts[first : end + 1]))):
             raise RecursionError("not one record per line, or a line nested too deep")
+        if not _numbers_fit(data, starts, first, end):
+            raise msgspec.DecodeError("a number too large for a double")
         yield first, records
+
+
+# Every digit becomes "0", "e" and "E" become "e", "+" stays and every other byte becomes
+# "x": a number that may be too large for a double (an exponent of three digits or more,
+# or a run of 210 digits and at most a two-digit exponent) is then a plain substring.
+_NUMBER_SHAPE = bytes(0x30 if 0x30 <= b <= 0x39 else b if b == 0x2B else
+                      0x65 if b in b"eE" else 0x78 for b in range(256))
+_HUGE = (b"e000", b"e+000", b"0" * 210)
+
+
+def _numbers_fit(data: bytes, starts: list[int], first: int, end: int) -> bool:
+    """Whether every number in lines `first` to `end` (excluded) fits a double, as the
+    full pipeline's parser (orjson) requires; msgspec skips the numbers in text the
+    checks do not read without converting them. The lines that may hold such a number
+    (text such as "1e400" in a string does too) are parsed to find out."""
+    lo, hi = starts[first], starts[end]
+    shape = data[lo:hi].translate(_NUMBER_SHAPE)
+    suspects: set[int] = set()
+    for pattern in _HUGE:
+        at = shape.find(pattern)
+        while at >= 0:
+            line = bisect_right(starts, lo + at) - 1
+            suspects.add(line)
+            at = shape.find(pattern, starts[line + 1] - lo)
+    for line in suspects:
+        try:
+            orjson.loads(view_of(data, starts, line))
+        except orjson.JSONDecodeError:
+            return False
+    return True
+
+
+def view_of(data: bytes, starts: list[int], line: int) -> memoryview:
+    """Line `line` (counted from `starts`), without its line break."""
+    return memoryview(data)[starts[line] : starts[line + 1] - 1]
 
 
 Checked = tuple[LogEvents, PlanList, FoldResult, list[Event]]

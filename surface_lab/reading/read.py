@@ -20,9 +20,8 @@ from .codec import (
     BadLine,
     Progress,
     parse_line,
-    read_intent,
-    read_log_bytes,
-    scan_bytes,
+    read_committed,
+    scan_committed,
     scan_file,
 )
 from .fast import fast_check
@@ -113,14 +112,16 @@ def _read_fast(path: Path, session_id: str | None,
     checks do not take it, the full scan of the same bytes (the file is read once); None
     when `path` is not such a file."""
     file = _jsonl_file(path)
-    if file is None or (not file.name.endswith(".zstd") and read_intent(file) is not None):
+    if file is None:
         return None
-    data, torn = read_log_bytes(file)
+    committed = read_committed(file)
+    data, torn = committed.data, committed.torn_frame
 
     def full_scan() -> Scan:
-        return _same_session(scan_bytes(data, str(file), torn_frame=torn, progress=progress),
-                             session_id, file)
+        return _same_session(scan_committed(committed, str(file), progress), session_id, file)
 
+    if committed.unfinished is not None:
+        return full_scan()
     end = data.find(b"\n")
     if torn or end < 0:
         return full_scan()
