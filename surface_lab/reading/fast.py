@@ -45,6 +45,7 @@ from ..gcpause import gc_paused
 from ..jsonvalue import MAX_SAFE_INTEGER
 from ..legacy import upgrade_reason
 from ..repair import interrupted_turn_closers
+from ..schema import ENVELOPE_RULES, message_checks, message_struct
 from ..surface import (
     APPEND,
     REPLACE,
@@ -109,56 +110,12 @@ class _RequestHeader(Plain):
     reason: Any = UNSET  # "fallback" is retired
 
 
-class _Source(Plain):
-    kind: _NAME
-
-
-class _ModelSource(Plain):
-    kind: Literal["model"]
-    provider: _NAME
-    model: _NAME
-
-
-class _ToolSource(Plain):
-    kind: Literal["tool"]
-    callId: str
-
-
-class _Message(Plain):
-    """The data of a user/message or context/message (SPEC 5.1)."""
-
-    id: _NAME
-    role: Literal["user"]
-    source: _Source
-    content: list[Raw]
-
-
-class _AssistantMessage(Plain):
-    id: _NAME
-    role: Literal["assistant"]
-    source: _ModelSource
-    content: list[Raw]
-
-
-class _ToolBlock(Plain):
-    type: Literal["tool-result"]
-    content: list[Raw]
-    toolCallId: str
-
-
-class _ToolMessage(Plain):
-    id: _NAME
-    role: Literal["user"]
-    source: _ToolSource
-    content: Annotated[list[_ToolBlock], Meta(min_length=1, max_length=1)]
-
-
 class _AssistantData(Plain):
-    message: _AssistantMessage
+    message: message_struct("assistant/message", Raw)  # type: ignore[valid-type]
 
 
 class _ToolResultData(Plain):
-    message: _ToolMessage
+    message: message_struct("tool/result", Raw)  # type: ignore[valid-type]
 
 
 class _Replace(Plain, forbid_unknown_fields=True):
@@ -185,23 +142,33 @@ _DATA_OF_TYPE: dict[str, Any] = {
     "turn/start": _TurnStart | None,
     "turn/end": _TurnEnd | None,
     "request/header": _RequestHeader | None,
-    "user/message": _Message,
-    "context/message": _Message,
+    "user/message": message_struct("user/message", Raw),
+    "context/message": message_struct("context/message", Raw),
     "assistant/message": _AssistantData,
     "tool/result": _ToolResultData,
 }
 
 
 def _event_struct(name: str) -> type[Struct]:
-    """A line of type `name`; its class attribute `code` is the type's index."""
-    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = [
-        ("seq", int), ("time", _SAFE), ("data", _DATA_OF_TYPE.get(name, _Object | None))]
+    """A line of type `name`: the envelope's fields typed by `schema.ENVELOPE_RULES`
+    (`type` is the tag), its data by what the rules of that type read; the class
+    attribute `code` is the type's index."""
+    required: list[tuple[str, Any] | tuple[str, Any, Any]] = [("seq", int)]
+    optional: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    for rule in ENVELOPE_RULES:
+        if rule.field == "type":
+            continue
+        tp = _DATA_OF_TYPE.get(name, _Object | None) if rule.field == "data" else rule.type(Raw)
+        if rule.required:
+            required.append((rule.field, tp))
+        else:
+            optional.append((rule.field, tp | UnsetType, UNSET))
     if name in SURFACE_SET:  # only integers in sourceEventSeqs (no integral floats)
-        fields += [("surfaceOp", Literal["append"] | _Replace),
-                   ("sourceEventSeqs", list[_SEQ] | UnsetType, UNSET)]
-    fields.append(("ignorable", Literal[True] | UnsetType, UNSET))
-    return msgspec.defstruct(f"Event_{_CODE[name]}", fields, tag_field="type", tag=name,
-                             forbid_unknown_fields=True, gc=False, namespace={"code": _CODE[name]})
+        required.append(("surfaceOp", Literal["append"] | _Replace))
+        optional.insert(0, ("sourceEventSeqs", list[_SEQ] | UnsetType, UNSET))
+    return msgspec.defstruct(f"Event_{_CODE[name]}", required + optional, tag_field="type",
+                             tag=name, forbid_unknown_fields=True, gc=False,
+                             namespace={"code": _CODE[name]})
 
 
 def _row_struct(tag: str) -> type[Struct]:
@@ -349,29 +316,31 @@ def _decoded(data: bytes, starts: list[int]) -> Iterator[tuple[int, list[Any]]]:
         yield first, records
 
 
-# Every digit becomes "0", "e" and "E" become "e", "+" stays and every other byte becomes
-# "x": a number that may be too large for a double (an exponent of three digits or more,
-# or a run of 210 digits and at most a two-digit exponent) is then a plain substring.
-_NUMBER_SHAPE = bytes(0x30 if 0x30 <= b <= 0x39 else b if b == 0x2B else
-                      0x65 if b in b"eE" else 0x78 for b in range(256))
-_HUGE = (b"e000", b"e+000", b"0" * 210)
+# Every digit becomes "0", "e", "E" and "+" become "e" and every other byte "x": a number
+# that may be too large for a double (an exponent of three digits or more, or a run of
+# 210 digits and an exponent of two at most) then holds "e000" or a run of 64 "0".
+_NUMBER_SHAPE = bytes(0x30 if 0x30 <= b <= 0x39 else 0x65 if b in b"eE+" else 0x78
+                      for b in range(256))
 
 
 def _numbers_fit(data: bytes, starts: list[int], first: int, end: int) -> bool:
     """Whether every number in lines `first` to `end` (excluded) fits a double, as the
     full pipeline's parser (orjson) requires; msgspec skips the numbers in text the
     checks do not read without converting them. The lines that may hold such a number
-    (text such as "1e400" in a string does too) are parsed to find out."""
+    (text such as "1e400" in a string does too) are parsed to find out. ("e000" is
+    looked for from the end: its rare first symbol lets the search skip ahead.)"""
     lo, hi = starts[first], starts[end]
     shape = data[lo:hi].translate(_NUMBER_SHAPE)
-    suspects: set[int] = set()
-    for pattern in _HUGE:
-        at = shape.find(pattern)
-        while at >= 0:
-            line = bisect_right(starts, lo + at) - 1
-            suspects.add(line)
-            at = shape.find(pattern, starts[line + 1] - lo)
-    for line in suspects:
+    at: list[int] = []
+    found = shape.rfind(b"e000")
+    while found >= 0:
+        at.append(found)
+        found = shape.rfind(b"e000", 0, found)
+    found = shape.find(b"0" * 64)
+    while found >= 0:
+        at.append(found)
+        found = shape.find(b"0" * 64, found + 64)
+    for line in {bisect_right(starts, lo + a) - 1 for a in at}:
         try:
             orjson.loads(view_of(data, starts, line))
         except orjson.JSONDecodeError:
@@ -473,10 +442,21 @@ def _current(record: Any) -> bool:
     return bool(data.reason != "fallback")
 
 
-def _tool_calls_match(surface: list[Any]) -> bool:
-    """SPEC 5.1: a tool/result's block answers the call its source names."""
-    return all(m.source.callId == m.content[0].toolCallId
-               for m in (r.data.message for r in surface if r.code == _TOOL_RESULT))
+# The checks across a message's fields (`schema.message_checks`), by type code.
+_CHECKS = {_CODE[kind]: message_checks(kind) for kind in sorted(SURFACE_SET)
+           if message_checks(kind)}
+_IN_DATA = frozenset(_CODE[kind] for kind in ("user/message", "context/message"))
+
+
+def _checks_hold(surface: list[Any]) -> bool:
+    """SPEC 5.1's rules across fields (a tool/result's block answers the call its source
+    names) for the surface records of a stretch."""
+    for code, checks in _CHECKS.items():
+        messages = [r.data if code in _IN_DATA else r.data.message
+                    for r in surface if r.code == code]
+        if not all(check.holds(m) for check in checks for m in messages):
+            return False
+    return True
 
 
 class _Fold:
@@ -498,7 +478,7 @@ class _Fold:
         self.kinds += bytes(len(log) - len(self.kinds))
         lines = list(compress(count(first_line), codes.translate(_IS_SURFACE)))
         surface = [records[k - first_line] for k in lines]
-        if not _tool_calls_match(surface):
+        if not _checks_hold(surface):
             return False
         is_replace = [r.surfaceOp.__class__ is _Replace for r in surface]
         appends = list(compress(surface, map(operator.not_, is_replace)))
