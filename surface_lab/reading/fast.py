@@ -110,14 +110,6 @@ class _RequestHeader(Plain):
     reason: Any = UNSET  # "fallback" is retired
 
 
-class _AssistantData(Plain):
-    message: message_struct("assistant/message", Raw)  # type: ignore[valid-type]
-
-
-class _ToolResultData(Plain):
-    message: message_struct("tool/result", Raw)  # type: ignore[valid-type]
-
-
 class _Replace(Plain, forbid_unknown_fields=True):
     op: Literal["replace"]
     start: _SEQ
@@ -138,15 +130,22 @@ class _ToolRow(_TextRow, forbid_unknown_fields=True, kw_only=True):
     name: str | UnsetType = UNSET
 
 
-_DATA_OF_TYPE: dict[str, Any] = {
+_LEGACY_DATA: dict[str, Any] = {
     "turn/start": _TurnStart | None,
     "turn/end": _TurnEnd | None,
     "request/header": _RequestHeader | None,
-    "user/message": message_struct("user/message", Raw),
-    "context/message": message_struct("context/message", Raw),
-    "assistant/message": _AssistantData,
-    "tool/result": _ToolResultData,
 }
+
+
+def _data_struct(name: str) -> Any:
+    """What the rules of type `name` read of its data: a surface type's message (SPEC
+    5.1, from `schema.MESSAGE_RULES`), a legacy trigger's field, else nothing."""
+    if name in ("user/message", "context/message"):
+        return message_struct(name, Raw)
+    if name in SURFACE_SET:
+        return msgspec.defstruct(f"Data_{_CODE[name]}", [("message", message_struct(name, Raw))],
+                                 bases=(Plain,))
+    return _LEGACY_DATA.get(name, _Object | None)
 
 
 def _event_struct(name: str) -> type[Struct]:
@@ -158,7 +157,7 @@ def _event_struct(name: str) -> type[Struct]:
     for rule in ENVELOPE_RULES:
         if rule.field == "type":
             continue
-        tp = _DATA_OF_TYPE.get(name, _Object | None) if rule.field == "data" else rule.type(Raw)
+        tp = _data_struct(name) if rule.field == "data" else rule.type(Raw)
         if rule.required:
             required.append((rule.field, tp))
         else:
@@ -180,8 +179,13 @@ def _row_struct(tag: str) -> type[Struct]:
         namespace={"code": _ROW})
 
 
-_DECODER = msgspec.json.Decoder(reduce(operator.or_, [
-    *map(_event_struct, TYPE_NAMES), *map(_row_struct, sorted(ROW_TAGS))]))
+def decoder() -> msgspec.json.Decoder[Any]:
+    """The decoder of the check pass, built from the rules as they are now."""
+    return msgspec.json.Decoder(reduce(operator.or_, [
+        *map(_event_struct, TYPE_NAMES), *map(_row_struct, sorted(ROW_TAGS))]))
+
+
+_DECODER = decoder()
 
 
 _LEGACY_CODES = frozenset(_CODE[name] for name in ("turn/end", "request/header"))
