@@ -22,9 +22,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .errors import SurfaceLabError
+from .errors import StorageError, SurfaceLabError
 from .reading.codec import read_log_bytes
-from .storage.sqlite import is_sqlite_file
+from .reading.paths import is_sqlite, refusal
 
 __all__ = ["SCHEMA_VERSION", "Corpus", "Task", "events", "map_sessions", "open", "plan_tasks",
            "to_parquet", "write_chunk"]
@@ -67,14 +67,18 @@ def _expand(sources: Iterable[str | os.PathLike[str]]) -> list[Path]:
     found: list[Path] = []
     for source in sources:
         text = str(source)
-        if any(ch in text for ch in "*?["):
-            found += [Path(p) for p in sorted(glob.glob(text, recursive=True))]
+        if any(ch in text for ch in "*?[") and not os.path.lexists(text):
+            found += [Path(p) for p in sorted(glob.glob(text, recursive=True))
+                      if refusal(Path(p)) is None]
             continue
         path = Path(text)
+        why = refusal(path)  # a FIFO, a device or a file under /proc is never opened
+        if why is not None:
+            raise StorageError(f"{path}: {why}", path=str(path))
         if path.is_dir() and detect_format(path) is None:
             for child in sorted(path.rglob("*")):
                 log_file = child.is_file() and ".cont-" not in child.name and (
-                    child.name.endswith(LOG_SUFFIXES) or is_sqlite_file(child))
+                    child.name.endswith(LOG_SUFFIXES) or is_sqlite(child))
                 if log_file or (child.is_dir() and detect_format(child) == "openhands"):
                     found.append(child)
         else:
@@ -90,7 +94,7 @@ def _date(millis: Any) -> str:
 
 def _refs(path: Path) -> list[SessionRef]:
     """The sessions a file holds, with their dates (read cheaply, never written)."""
-    if path.is_file() and is_sqlite_file(path):
+    if path.is_file() and is_sqlite(path):
         uri = path.resolve().as_uri() + ("?mode=ro" if Path(f"{path}-wal").exists()
                                          else "?immutable=1")
         try:

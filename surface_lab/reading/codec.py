@@ -10,14 +10,15 @@ import fcntl
 import json
 import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
 import orjson
 
 from ..chunks import RowError, expand_row
-from ..errors import AdmissionError, CorruptLogError
+from ..errors import AdmissionError, CorruptLogError, StorageError
 from ..events import ROW_SET, freeze_event
 from ..jsonvalue import as_int
 from ..problems import Problem
@@ -32,10 +33,12 @@ __all__ = [
     "Progress",
     "has_long_digits",
     "lock_path",
+    "open_regular",
     "parse_line",
     "read_committed",
     "read_intent",
     "read_log_bytes",
+    "refusal",
     "scan_bytes",
     "scan_committed",
     "scan_file",
@@ -58,13 +61,59 @@ def has_long_digits(data: bytes) -> bool:
 
 
 
+_SYSTEM_ROOTS = ("/proc", "/sys", "/dev")
+
+
+def refusal(path: Path) -> str | None:
+    """Why `path` is not a file or folder to read, found without opening it; None when
+    it is one."""
+    try:
+        mode = path.stat().st_mode  # follows links; a loop raises ELOOP
+    except FileNotFoundError:
+        return "no such file or folder"
+    except OSError as err:
+        return f"cannot be looked at ({err.strerror or err})"
+    real = os.path.realpath(path)
+    if any(real == root or real.startswith(root + "/") for root in _SYSTEM_ROOTS):
+        return f"is a system file ({real}), not a log; refused without opening it"
+    if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
+        return None
+    what = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
+    return f"is {what}, not a log file; refused without opening it"
+
+
+def open_regular(path: Path) -> IO[bytes]:
+    """`path` opened for reading, refusing (without blocking) anything that is not a
+    regular file by the time it is open.
+
+    Raises:
+        StorageError: not a regular file (or it cannot be opened).
+    """
+    why = refusal(path)
+    if why is None and path.is_dir():
+        why = "is a folder"
+    if why is not None:
+        raise StorageError(f"{path}: {why}", path=str(path))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        raise StorageError(f"{path}: {err.strerror or err}", path=str(path)) from err
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped for something else meanwhile
+        os.close(fd)
+        raise StorageError(f"{path}: is not a regular file; refused", path=str(path))
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
 def read_log_bytes(path: Path) -> tuple[bytes, bool]:
     """The decompressed bytes of a log file and whether a zstd frame was torn.
 
     zstd input is fed in small pieces so that a decompression bomb is refused once the
     output passes `MAX_DECOMPRESSED_BYTES`, whatever the frames claim about their size.
     """
-    raw = path.read_bytes()
+    with open_regular(path) as f:
+        raw = f.read()
     if not path.name.endswith(".zstd"):
         return raw, False
     import zstandard
