@@ -148,6 +148,7 @@ def run_bench(events: int = 1_000_000, *, runs: int = 3, cache: Path | None = No
         t_seek = _median(lambda: [replay.seek(t) for t in targets], runs) / len(targets)
         t_fold = _median(lambda: fold_surface(log.events), runs)
         _row(rows, "Replay.seek (random)", t_seek, "fold_surface (full)", t_fold)
+        rows += _widget_rows(log, runs)
     if "plot" not in skip:
         small_events = max(events // 10, 1000)
         small_path = cache / f"large-{small_events}.jsonl"
@@ -180,6 +181,32 @@ def run_bench(events: int = 1_000_000, *, runs: int = 3, cache: Path | None = No
                       "file size", f"{size_mb:.0f} MB", ""])
     if "corpus" not in skip and corpus_sessions:
         rows += _corpus_rows(cache, corpus_sessions, runs)
+    return rows
+
+
+def _widget_rows(log: Any, runs: int) -> list[list[str]]:
+    """A `ReplayWidget` step as Play makes it (slider + 1: seek, the HTML view and the
+    figure's PNG), beside re-rendering the whole figure per step (the widget's old way)
+    and beside the 300 ms Play interval of the tour."""
+    from .notebook import ReplayWidget
+    from .notebook.plots import figure_png, plot_surface_size
+
+    widget = ReplayWidget(log, start=len(log.events) // 2)
+    steps = 20
+
+    def play() -> None:
+        widget.slider.value = len(log.events) // 2
+        for _ in range(steps):
+            widget.step_button.click()
+
+    t_step = _median(play, runs) / (steps + 1)
+    t_full = _median(lambda: figure_png(plot_surface_size, widget.replay.log,
+                                        marker=widget.replay.seq, size=(10, 2.6), dpi=90),
+                     max(1, runs - 1))
+    rows: list[list[str]] = []
+    _row(rows, f"ReplayWidget step ({len(log.events)} events)", t_step,
+         "whole-figure PNG per step", t_full)
+    _row(rows, "ReplayWidget step", t_step, "Play interval of the tour", 0.300)
     return rows
 
 

@@ -179,6 +179,9 @@ def cmd_import(args: argparse.Namespace, src: Path, dst: Path) -> int:
                         strict=args.strict)
     for finding in [*result.notes, *result.problems]:
         _out(str(finding))
+    if result.is_empty:  # the empty-import problem above says why
+        _out(f"{src}: not converted: nothing the model saw; {dst} not written", sys.stderr)
+        return 1
     if dst.exists():
         raise StorageError(f"{dst}: already exists; nothing written", path=str(dst))
     store = JsonlStore.for_file(dst)
@@ -187,6 +190,7 @@ def cmd_import(args: argparse.Namespace, src: Path, dst: Path) -> int:
     replaced = sum(len(c["shadowed_seqs"]) for c in result.compactions)
     _out(f"{src} -> {dst}: {result.format}, {len(result.events)} events, "
          f"{len(result.compactions)} compaction(s) shadowing {replaced} entries, "
+         f"{len(result.omitted)} source record(s) left out (see the notes), "
          f"{len(result.problems)} problem(s)", sys.stderr)
     return 1 if args.strict and result.problems else 0
 

@@ -17,6 +17,7 @@ def test_bench_prints_every_measure(tmp_path: Path, capsys: pytest.CaptureFixtur
     out = capsys.readouterr().out
     for measure in ("read_log (parse+validate+fold)", "events_df(path) (typed schema)",
                     "last 10k of", "surface.nodes, nothing new", "Replay.seek (random)",
+                    "ReplayWidget step (", "Play interval of the tour",
                     "plot_shadowing", "corpus build, processes", "corpus build, dask",
                     "peak memory, serial build of 4 sessions, 16 MB tasks",
                     "corpus query: events by type (DuckDB)"):

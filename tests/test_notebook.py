@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
+import ipywidgets as widgets
 import matplotlib
+import numpy as np
 import pandas as pd
 import pytest
 from builders import ev, user, user_msg
 from matplotlib.collections import LineCollection, PathCollection, PolyCollection
 from matplotlib.figure import Figure
+from PIL import Image
 
 from surface_lab import Session, fold_surface, read_log
 from surface_lab.cli import main
@@ -34,6 +38,7 @@ from surface_lab.notebook import (
 )
 from surface_lab.notebook.audit import audit_report
 from surface_lab.notebook.render import step_html
+from surface_lab.notebook.widgets import SurfaceSizeFigure
 
 matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,6 +97,20 @@ class TestFrames:
         messages = messages_df(log, at=18)
         assert list(messages["seq"]) == [1, 12, 18]
         assert list(messages["role"]) == ["user", "assistant", "user"]
+
+    def test_a_resumed_session_has_one_more_row_its_end_seed_marker(self) -> None:
+        log = read_log(SAMPLES / "long-compaction.jsonl")
+        from_file, from_session = events_df(log), events_df(log.session())
+        assert len(from_file) == len(log.events) == 888
+        assert len(from_session) == 889
+        marker = from_session.iloc[-1]
+        assert (marker["seq"], marker["type"], marker["on_surface"]) == (
+            888, "session/end-seed", False)
+        assert pd.isna(marker["surface_op"]) and pd.isna(marker["shadowed_by"])
+        kept = from_session[from_session["type"] != "session/end-seed"]
+        same = [c for c in from_file.columns if c != "line"]  # a Session has no lines
+        pd.testing.assert_frame_equal(kept[same], from_file[same])
+        assert surface_df(log.session()).equals(surface_df(log))
 
     def test_the_real_compaction_log(self) -> None:
         rep = replacements_df(COMPACTION_LOG).iloc[0]
@@ -205,6 +224,35 @@ class TestWidget:
     def test_the_figure_is_a_png(self) -> None:
         widget = ReplayWidget(SAMPLES / "chat.jsonl", start=5)
         assert bytes(widget.image.value).startswith(b"\x89PNG")
+
+    def test_it_composes_like_any_other_widget(self) -> None:
+        widget = ReplayWidget(SAMPLES / "chat.jsonl", start=5, layout={"width": "90%"})
+        box = widgets.VBox([widgets.Label("before"), widget])
+        assert box.children[1] is widget and isinstance(widget, widgets.DOMWidget)
+        assert widget.layout.width == "90%"
+        assert widget.image in widget.children and widget.html in widget.children
+        bundle = widget._repr_mimebundle_()
+        assert "application/vnd.jupyter.widget-view+json" in bundle
+
+    def test_view_still_works_but_warns(self) -> None:
+        widget = ReplayWidget(SAMPLES / "chat.jsonl", figure=False)
+        assert widget.image not in widget.children
+        with pytest.warns(DeprecationWarning, match="ReplayWidget is a VBox itself"):
+            assert widget.view is widget
+
+    def test_the_position_line_follows_the_step(self) -> None:
+        figure = SurfaceSizeFigure(load_source(SAMPLES / "long-compaction.jsonl"))
+        first = figure.png(100)
+        for seq in (100, 400, 800):
+            pixels = np.asarray(Image.open(io.BytesIO(figure.png(seq))).convert("RGB"))
+            red, green, blue = (pixels[..., k].astype(int) for k in range(3))
+            # The line's colour (#D55E00), far from the tokens' orange (#E69F00).
+            columns = np.nonzero(((abs(red - 0xD5) < 20) & (abs(green - 0x5E) < 20)
+                                  & (blue < 30)).sum(axis=0) > 50)[0]
+            expected = figure._ax.transData.transform((seq, 0))[0]
+            assert len(columns) and abs(columns.mean() - expected) < 2, (seq, columns)
+        # Blitting leaves no line behind: the same step gives the same image.
+        assert figure.png(100) == first
 
     def test_log_text_is_escaped(self, tmp_path: Path) -> None:
         session = Session("x")

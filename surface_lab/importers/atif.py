@@ -12,11 +12,11 @@ from typing import Any
 from ..events import mapping_at
 from ..messages import message_text
 from .common import (
-    MAX_SOURCE_LINE,
     Builder,
     ImportError_,
     ImportResult,
     compact_json,
+    load_json,
     parse_time,
 )
 from .planner import Keep, New
@@ -32,14 +32,7 @@ def looks_like_atif(document: Any) -> bool:
 
 
 def _load(path: Path) -> Any:
-    if path.stat().st_size > MAX_SOURCE_LINE:
-        raise ImportError_(f"{path}: larger than {MAX_SOURCE_LINE} bytes",
-                           code="line-unparsable", path=str(path))
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ImportError_(f"{path}: not JSON: {err}", code="line-unparsable",
-                           path=str(path)) from None
+    return load_json(path)
 
 
 def _text(message: Any) -> str:
@@ -51,11 +44,12 @@ def _text(message: Any) -> str:
     return "" if message is None else json.dumps(message)
 
 
-def _continuation(root: Path, current: Path, ref: Any, b: Builder) -> Path | None:
-    """Resolve a continuation reference inside the root's folder only."""
+def _continuation(root: Path, current: Path, ref: Any, b: Builder,
+                  what: str = "continuation") -> Path | None:
+    """Resolve a continuation (or subagent) reference inside the root's folder only."""
     if not isinstance(ref, str) or not ref or Path(ref).is_absolute() or ".." in Path(
             ref).parts or "/" in ref or "\\" in ref:
-        b.problem("continuation-missing", f"continuation reference {ref!r} is not a file "
+        b.problem("continuation-missing", f"{what} reference {ref!r} is not a file "
                   f"name inside the trajectory's folder; not followed")
         return None
     folder = root.parent.resolve()
@@ -67,7 +61,7 @@ def _continuation(root: Path, current: Path, ref: Any, b: Builder) -> Path | Non
     if stem and prefixed.is_file() and prefixed.resolve().parent == folder:
         b.note("continuation-resolved-by-prefix", f"{ref} resolved as {prefixed.name}")
         return prefixed
-    b.problem("continuation-missing", f"continuation {ref!r} is not in {folder}")
+    b.problem("continuation-missing", f"{what} {ref!r} is not in {folder}")
     return None
 
 
@@ -108,6 +102,7 @@ def import_atif(source: str | Path, *, tombstones: bool = False,
     agent = mapping_at(document, "agent")
     default_model = str(agent.get("model_name") or "unknown")
     pending_boundary: tuple[Mapping[str, Any], dict[str, Any]] | None = None
+    extra_sources: list[Path] = []
     for index, (path, data) in enumerate(files):
         steps = [s for s in (data.get("steps") or []) if isinstance(s, Mapping)]
         if index > 0:
@@ -121,7 +116,7 @@ def import_atif(source: str | Path, *, tombstones: bool = False,
                 copied.append(steps.pop(0))
             _boundary(b, index, boundary, copied, path, default_model)
         pending_boundary = None
-        for step in steps:
+        for position, step in enumerate(steps):
             step_id = f"f{index}:step-{step.get('step_id')}"
             origin: dict[str, Any] = {"file": str(path), "line": None, "id": step_id}
             b.at(parse_time(step.get("timestamp")))
@@ -130,24 +125,35 @@ def import_atif(source: str | Path, *, tombstones: bool = False,
             if step.get("is_copied_context"):
                 b.problem("copied-context-outside-continuation", f"{path.name} step "
                           f"{step.get('step_id')} is copied context outside a continuation head")
-            if source_kind == "system" and isinstance(extra.get("context_management"), Mapping):
-                pending_boundary = (step, origin)
+            boundary_step = source_kind == "system" and isinstance(
+                extra.get("context_management"), Mapping)
+            if boundary_step and position == len(steps) - 1 and index < len(files) - 1:
+                pending_boundary = (step, origin)  # its target opens the next file
+                continue
+            if source_kind == "system" and _summarized_by_subagents(step):
+                # terminus-2 without linear history (ATIF v1.5 and later): the reset is
+                # this step; the handoff lives in the summarization subagents' files.
+                _summarization(b, root, path, step, origin, default_model, extra_sources)
+                continue
+            if boundary_step:
+                _boundary(b, index, (step, origin), [], path, default_model)
                 continue
             if source_kind == "system":
                 if b.session is not None and not b.session.events and index == 0:
                     b.note("system-prompt-not-on-surface", "the leading system step is the "
                            "system prompt; it is not a surface item")
+                    b.omit("system-prompt", "system", id=step_id, file=str(path))
                     continue
                 b.context(step_id, _text(step.get("message")), "system", origin)
             elif source_kind == "user":
                 b.user(step_id, _text(step.get("message")), origin)
             elif source_kind == "agent":
                 _agent(b, step, origin, default_model)
-        if pending_boundary is not None and index == len(files) - 1:
-            _boundary(b, index + 1, pending_boundary, [], path, default_model)
+            else:
+                b.omit("not-model-visible", f"step:{source_kind}", id=step_id, file=str(path))
     finished = bool(files[-1][1].get("final_metrics"))
-    return b.result([p for p, _ in files], {"files": [p.name for p, _ in files]},
-                      finished=finished, strict=strict)
+    return b.result([*(p for p, _ in files), *extra_sources],
+                    {"files": [p.name for p, _ in files]}, finished=finished, strict=strict)
 
 
 def _split_model(step: Mapping[str, Any], default: str) -> tuple[str, str]:
@@ -188,6 +194,8 @@ def _agent(b: Builder, step: Mapping[str, Any], origin: dict[str, Any], default:
         if result.get("content") is None:
             if result.get("subagent_trajectory_ref"):
                 b.note("subagent-not-imported", "a subagent trajectory is not spliced in")
+                b.omit("subagent-reference", "observation", id=f"{origin['id']}:obs-{k}",
+                       file=origin["file"])
             continue
         rid = f"{origin['id']}:obs-{k}"
         text = _text(result.get("content"))
@@ -202,6 +210,10 @@ def _boundary(b: Builder, index: int, boundary: Any, copied: list[Mapping[str, A
     """The target: the boundary's observation contents, then the copied context."""
     step, origin = boundary if boundary is not None else (None, None)
     compaction_id = origin["id"] if origin else f"f{index}:implicit-boundary"
+    for k, ref in enumerate(_refs(step) if step is not None else []):
+        b.omit("subagent-reference", "subagent_trajectory_ref",
+               id=f"{compaction_id}:ref-{k}:{ref.get('trajectory_path')}",
+               file=origin["file"] if origin else None)
     events = b.session.events if b.session is not None else []
     surface = b.surface()
     target: list[Keep | New] = []
@@ -249,9 +261,94 @@ def _boundary(b: Builder, index: int, boundary: Any, copied: list[Mapping[str, A
                            else "copied-context"}}, origin=item_origin))
     summary: list[dict[str, Any]] = next((t.data["content"] for t in target if isinstance(t, New)
                     and t.data.get("source", {}).get("plugin") == "compact"), [])
-    b.compaction(compaction_id, target, summary=summary, imported={
+    b.compaction(compaction_id, target, summary=summary, origin=origin, imported={
         "continuation": path.name, "contextManagement": json.dumps(
             (step or {}).get("extra", {}).get("context_management"))})
+
+
+def _refs(step: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The subagent trajectory references of a step's observation results."""
+    out: list[Mapping[str, Any]] = []
+    for result in mapping_at(step, "observation").get("results") or []:
+        refs = result.get("subagent_trajectory_ref") if isinstance(result, Mapping) else None
+        for ref in refs if isinstance(refs, list) else [refs]:
+            if isinstance(ref, Mapping):
+                out.append(ref)
+    return out
+
+
+def _summarized_by_subagents(step: Mapping[str, Any]) -> bool:
+    """A system step whose observation names summarization subagents and carries no
+    content of its own (terminus-2's record of a context summarization and handoff)."""
+    refs = _refs(step)
+    results = [r for r in mapping_at(step, "observation").get("results") or []
+               if isinstance(r, Mapping)]
+    return bool(refs) and all(r.get("content") is None for r in results) and any(
+        "summarization" in str(ref.get("trajectory_path", "")) + str(ref.get("session_id", ""))
+        for ref in refs)
+
+
+def _summarization(b: Builder, root: Path, path: Path, step: Mapping[str, Any],
+                   origin: dict[str, Any], default_model: str,
+                   extra_sources: list[Path]) -> None:
+    """terminus-2's reset after a summarization: the context becomes the first message
+    (the task prompt), the question prompt that carries the summary, and the new agent's
+    questions; the answers follow as the next user step of this file. The prompt and the
+    questions are read from the `...-questions` subagent trajectory."""
+    compaction_id = str(origin["id"])
+    refs = _refs(step)
+    for k, ref in enumerate(refs):
+        b.omit("subagent-reference", "subagent_trajectory_ref",
+               id=f"{compaction_id}:ref-{k}:{ref.get('trajectory_path')}", file=str(path))
+    b.note("subagent-summarization", f"{compaction_id}: a context summarization recorded as "
+           f"{len(refs)} subagent trajectories; the context is reset to the task prompt, the "
+           f"handoff summary and the new agent's questions, as terminus-2 does")
+    questions = next((r for r in refs if str(r.get("trajectory_path", "")).endswith(
+        "questions.json") or str(r.get("session_id", "")).endswith("-questions")), None)
+    prompt = answer = None
+    found = _continuation(root, path, (questions or {}).get("trajectory_path"), b,
+                          what="summarization subagent") if questions is not None else None
+    if questions is None:
+        b.problem("continuation-missing", f"{compaction_id}: no questions subagent among the "
+                  f"references; the handoff the model saw is not known")
+    if found is not None:
+        extra_sources.append(found)
+        data = _load(found)
+        own = [s for s in (data.get("steps") or []) if isinstance(s, Mapping)
+               and not s.get("is_copied_context")] if isinstance(data, Mapping) else []
+        prompt = next((s for s in own if s.get("source") == "user"), None)
+        answer = next((s for s in own if s.get("source") == "agent"
+                       and (prompt is None or own.index(s) > own.index(prompt))), None)
+    surface = b.surface()
+    first = surface[0] if surface else None
+    target: list[Keep | New] = []
+    if first is not None and b.event(first)["type"] == "user/message":
+        target.append(Keep(first))
+    file = str(found) if found is not None else str(path)
+    if prompt is not None:
+        pid = f"{compaction_id}:summary"
+        target.append(New("user/message", {
+            "id": pid, "role": "user",
+            "content": [{"type": "text", "text": _text(prompt.get("message"))}],
+            "source": {"kind": "plugin", "plugin": "compact", "compactionId": compaction_id,
+                       "importedFrom": "atif"}}, origin={"file": file, "line": None,
+                                                         "id": pid}))
+    if answer is not None:
+        provider, model = _split_model(answer, default_model)
+        qid = f"{compaction_id}:questions"
+        target.append(New("assistant/message", {"turn": b.turn, "step": 0, "message": {
+            "id": qid, "role": "assistant",
+            "content": [{"type": "text", "text": _text(answer.get("message"))}],
+            "source": {"kind": "model", "provider": provider, "model": model}}},
+            origin={"file": file, "line": None, "id": qid}))
+    summary: list[dict[str, Any]] = next((t.data["content"] for t in target if isinstance(
+        t, New) and t.type == "user/message"), [])
+    if not summary:
+        b.problem("compaction-without-summary", f"{compaction_id}: the handoff summary is not "
+                  f"available; only the reset is written")
+    b.compaction(compaction_id, target, summary=summary, origin=origin, imported={
+        "step": step.get("step_id"), "subagents": json.dumps(
+            [r.get("trajectory_path") for r in refs])})
 
 
 def _same(event: Mapping[str, Any], kind: str, text: str) -> bool:

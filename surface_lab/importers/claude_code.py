@@ -16,6 +16,7 @@ from .common import (
     compact_json,
     image_block,
     parse_time,
+    printable,
     read_jsonl,
 )
 from .planner import Keep, New
@@ -76,29 +77,60 @@ def _text_of(record: Mapping[str, Any]) -> str:
 
 
 class _Graph:
-    """The chain records of one file, with Claude Code's loader rules."""
+    """The chain records of one file (and of sibling files pulled in for a cross-file
+    continuation), with Claude Code's loader rules."""
 
-    def __init__(self, b: Builder, lines: list[tuple[int, dict[str, Any]]]) -> None:
+    def __init__(self, b: Builder, path: Path, lines: list[tuple[int, dict[str, Any]]],
+                 project_dir: Path | None = None) -> None:
+        self.b = b
+        self.path = path
+        self.project_dir = project_dir
         self.records: dict[str, dict[str, Any]] = {}
         self.line: dict[str, int] = {}
-        self.metadata = 0
-        duplicates = 0
+        self.file: dict[str, Path] = {}
+        self.order: dict[str, int] = {}
+        self.metadata: list[tuple[int, str]] = []  # (line, type) of the primary file
+        self.duplicates: list[tuple[int, str, str]] = []  # (line, uuid, type) left out
+        self.extra_files: list[Path] = []
+        self._searched: set[str] = set()
+        self._add(path, lines, primary=True)
+        if self.duplicates:
+            b.problem("duplicate-id", f"{len(self.duplicates)} chain record(s) repeat an "
+                      f"earlier uuid; the last line of each is used")
+
+    def _add(self, path: Path, lines: list[tuple[int, dict[str, Any]]], *,
+             primary: bool) -> None:
         for number, record in lines:
             uuid = record.get("uuid")
             if record.get("type") not in CHAIN_TYPES or not isinstance(uuid, str):
-                self.metadata += 1
+                if primary:
+                    self.metadata.append((number, str(record.get("type"))))
                 continue
             if uuid in self.records:
-                duplicates += 1
+                if not primary and self.file[uuid] != path:
+                    continue  # the file being imported wins over a sibling's copy
+                if primary:
+                    self.duplicates.append((self.line[uuid], uuid,
+                                            str(self.records[uuid].get("type"))))
             self.records[uuid] = record  # last wins, as Claude Code's map-based loader
             self.line[uuid] = number
-        if duplicates:
-            b.problem("duplicate-id", f"{duplicates} chain record(s) repeat an earlier uuid; "
-                      f"the last line of each is used")
-        self.children: set[str] = set()
-        for record in self.records.values():
-            if isinstance(record.get("parentUuid"), str):
-                self.children.add(record["parentUuid"])
+            self.file[uuid] = path
+            self.order[uuid] = len(self.order)
+        self._index()
+
+    def _index(self) -> None:
+        self.kids: dict[str, list[str]] = {}
+        self.by_message: dict[str, list[str]] = {}
+        self._message_ids: dict[str, str] = {}
+        for uuid in sorted(self.records, key=self.order.__getitem__):
+            parent = self.parent(uuid)
+            if parent is not None:
+                self.kids.setdefault(parent, []).append(uuid)
+            record = self.records[uuid]
+            message_id = mapping_at(record, "message").get("id")
+            if record.get("type") == "assistant" and isinstance(message_id, str):
+                self._message_ids[uuid] = message_id
+                self.by_message.setdefault(message_id, []).append(uuid)
 
     def parent(self, uuid: str) -> str | None:
         """The parent, bridging legacy progress records."""
@@ -109,6 +141,53 @@ class _Graph:
             seen.add(parent)
             parent = self.records[parent].get("parentUuid")
         return parent if isinstance(parent, str) else None
+
+    def message_id(self, uuid: str) -> str | None:
+        """The API response id of an assistant record (streaming writes one record per
+        content block, all with this id)."""
+        return self._message_ids.get(uuid)
+
+    def is_result(self, uuid: str) -> bool:
+        record = self.records[uuid]
+        return record.get("type") == "user" and _is_tool_results(mapping_at(record, "message"))
+
+    def is_parallel_result(self, uuid: str) -> bool:
+        """A tool-result record that ends a branch under one block of a response from
+        which the conversation went on through another record: a parallel tool call's
+        result, which Claude Code brings back beside its response rather than treating
+        as a leaf."""
+        parent = self.parent(uuid)
+        if self.kids.get(uuid) or parent not in self.records or not self.is_result(uuid):
+            return False
+        group = self.by_message.get(self.message_id(str(parent)) or "", [])
+        return len(group) > 1 and any(
+            kid != uuid and kid not in group and self.kids.get(kid)
+            for member in group for kid in self.kids.get(member, []))
+
+    def resolve(self, uuid: str) -> bool:
+        """Look for a record in the other transcripts of the project folder (a session
+        continued in a new file); True when it was found and its file indexed."""
+        if self.project_dir is None or uuid in self._searched:
+            return uuid in self.records
+        self._searched.add(uuid)
+        needle = uuid.encode()
+        folder = self.project_dir.resolve()
+        for other in sorted(self.project_dir.glob("*.jsonl")):
+            if other.is_symlink() or not other.is_file() or other.resolve().parent != folder \
+                    or other.resolve() == self.path.resolve() or other in self.extra_files:
+                continue
+            if needle not in other.read_bytes():
+                continue
+            side = Builder("claude-code", str(other))
+            lines = read_jsonl(other, side)
+            self.b.problems += side.problems
+            self.extra_files.append(other)
+            self._add(other, lines, primary=False)
+            if uuid in self.records:
+                self.b.note("cross-file-continuation", printable(
+                    f"the history before {uuid} continues in {other.name}"))
+                return True
+        return False
 
 
 def _kept(g: _Graph, b: Builder, boundary: dict[str, Any]) -> tuple[list[str], str | None, str]:
@@ -132,10 +211,19 @@ def _kept(g: _Graph, b: Builder, boundary: dict[str, Any]) -> tuple[list[str], s
     return [], None, ""
 
 
-def _path(g: _Graph, b: Builder, leaf: str) -> list[str]:
-    boundaries = {u: r for u, r in g.records.items() if r.get("subtype") == "compact_boundary"}
-    kept = {u: _kept(g, b, r) for u, r in boundaries.items()}
-    heads = {k[0][0]: (u, k[1]) for u, k in kept.items() if k[0]}
+def _path(g: _Graph, b: Builder, leaf: str, *, subagent: bool) -> list[str]:
+    kept: dict[str, tuple[list[str], str | None, str]] = {}
+
+    def index() -> tuple[dict[str, Any], dict[str, Any]]:
+        """The boundaries and the preserved heads, again once a sibling file joined."""
+        boundaries = {u: r for u, r in g.records.items()
+                      if r.get("subtype") == "compact_boundary"}
+        for u, r in boundaries.items():
+            if u not in kept:
+                kept[u] = _kept(g, b, r)
+        return boundaries, {k[0][0]: (u, k[1]) for u, k in kept.items() if k[0]}
+
+    boundaries, heads = index()
     walk: list[str] = []
     crossed: set[str] = set()
     seen: set[str] = set()
@@ -144,8 +232,14 @@ def _path(g: _Graph, b: Builder, leaf: str) -> list[str]:
         if at in seen:
             b.problem("cycle", f"record {at} is its own ancestor", line=g.line.get(at))
             break
+        if subagent and walk and (at not in g.records
+                                  or not g.records[at].get("isSidechain")):
+            # a subagent's chain starts under its Task call in the parent session
+            b.note("subagent-root", printable(
+                f"the subagent's first record hangs off {at} in its parent session"))
+            break
         if at not in g.records:
-            b.problem("dangling-parent", f"parent {at} is not in the file")
+            b.problem("dangling-parent", printable(f"parent {at} is not in the file"))
             break
         seen.add(at)
         walk.append(at)
@@ -161,11 +255,25 @@ def _path(g: _Graph, b: Builder, leaf: str) -> list[str]:
                 at = g.parent(kept_list[0])
                 continue
             logical = record.get("logicalParentUuid")
-            at = logical if isinstance(logical, str) else g.parent(at)
+            if isinstance(logical, str):
+                if logical in g.records:
+                    at = logical
+                    continue
+                if g.resolve(logical):  # a sibling transcript joined the graph
+                    boundaries, heads = index()
+                    at = logical
+                    continue
+                hint = "" if g.project_dir is not None else (
+                    "; project_dir= looks for it in the project's other transcripts")
+                b.problem("boundary-without-logical-parent", printable(
+                    f"boundary {at}: its logical parent {logical} is not in this file"
+                    f"{hint}; the history before it is not imported"), line=g.line.get(at))
+                break
+            at = g.parent(at)
             if at is None:
-                b.problem("boundary-without-logical-parent", f"boundary {record['uuid']}: the "
-                          f"history before it is not in this file", line=g.line.get(
-                              record["uuid"]))
+                b.problem("boundary-without-logical-parent", printable(
+                    f"boundary {record['uuid']}: the history before it is not in this "
+                    f"file"), line=g.line.get(record["uuid"]))
             continue
         if at in heads and heads[at][0] not in crossed and heads[at][1] in g.records:
             at = heads[at][1]  # Claude Code relinks the preserved head to its anchor
@@ -181,10 +289,48 @@ def _path(g: _Graph, b: Builder, leaf: str) -> list[str]:
     return out
 
 
-def _default_leaf(g: _Graph) -> tuple[str | None, list[dict[str, Any]]]:
+def _with_parallel_siblings(g: _Graph, path: list[str]) -> tuple[list[str], int]:
+    """Claude Code's recovery after its single-parent walk: beside each response on the
+    path, the response's other records (same message id) and the tool results hanging
+    off them, which the walk does not reach (parallel tool calls). The response's records
+    go in file order, then the recovered results in the order of their calls."""
+    on = set(path)
+    out: list[str] = []
+    recovered = 0
+    i = 0
+    while i < len(path):
+        message_id = g.message_id(path[i])
+        group = g.by_message.get(message_id or "", [])
+        if len(group) < 2:
+            out.append(path[i])
+            i += 1
+            continue
+        j = i
+        while j < len(path) and g.message_id(path[j]) == message_id:
+            j += 1
+        side = bool(g.records[path[i]].get("isSidechain"))
+        extra = [u for u in group if u not in on
+                 and bool(g.records[u].get("isSidechain")) == side]
+        members = sorted([*path[i:j], *extra], key=g.order.__getitem__)
+        results = [r for m in members for r in g.kids.get(m, [])
+                   if r not in on and not g.kids.get(r) and g.is_result(r)]
+        on.update(extra)
+        on.update(results)
+        recovered += len(extra) + len(results)
+        out += members + results
+        i = j
+    return out, recovered
+
+
+def _default_leaf(g: _Graph) -> tuple[str | None, list[dict[str, Any]],
+                                     list[dict[str, Any]]]:
+    """Claude Code's resume rule: terminal records walked back to their nearest user or
+    assistant record, the latest wins; parallel tool results are not leaves. Returns the
+    main leaf, the main candidates and the sidechain (subagent) candidates."""
     candidates: dict[str, tuple[int, int]] = {}
+    side: dict[str, tuple[int, int]] = {}
     for uuid in g.records:
-        if uuid in g.children:
+        if uuid in g.kids or g.file[uuid] != g.path or g.is_parallel_result(uuid):
             continue
         at, seen = uuid, set()
         while at in g.records and g.records[at].get("type") not in ("user", "assistant") \
@@ -195,28 +341,44 @@ def _default_leaf(g: _Graph) -> tuple[str | None, list[dict[str, Any]]]:
                 break
             at = parent
         record = g.records.get(at)
-        if record is None or record.get("type") not in ("user", "assistant") \
-                or record.get("isSidechain"):
+        if record is None or record.get("type") not in ("user", "assistant"):
             continue
-        candidates[at] = (parse_time(record.get("timestamp")) or 0, g.line[at])
-    leaves = [{"uuid": u, "time": t, "line": n} for u, (t, n) in candidates.items()]
-    if not candidates:
-        return None, leaves
-    return max(candidates, key=lambda u: candidates[u]), leaves
+        key = (parse_time(record.get("timestamp")) or 0, g.order[at])
+        (side if record.get("isSidechain") else candidates)[at] = key
+
+    def rows(found: dict[str, tuple[int, int]]) -> list[dict[str, Any]]:
+        return [{"uuid": u, "time": t, "line": g.line[u],
+                 **({"agentId": g.records[u]["agentId"]} if isinstance(
+                     g.records[u].get("agentId"), str) else {})}
+                for u, (t, _) in found.items()]
+
+    chosen = max(candidates, key=candidates.__getitem__) if candidates else None
+    return chosen, rows(candidates), rows(side)
 
 
 def import_claude_code(source: str | Path, *, leaf: str | None = None,
                        tombstones: bool = False, strict: bool = False,
-                       keep_api_errors: bool = False) -> ImportResult:
-    """Import a Claude Code session transcript.
+                       keep_api_errors: bool = False,
+                       project_dir: str | Path | None = None) -> ImportResult:
+    """Import a Claude Code session transcript, or a subagent's.
 
     Args:
-        source: the `<sessionId>.jsonl` file.
+        source: the `<sessionId>.jsonl` file, or a subagent's `agent-<id>.jsonl`.
         leaf: a record uuid; by default Claude Code's resume rule (the latest
-            non-sidechain user or assistant leaf).
+            non-sidechain user or assistant leaf; in a file of sidechain records only,
+            the latest sidechain leaf). A sidechain leaf imports that subagent as a
+            session of its own (`origin: "subagent"`, `parentSession`, depth 1).
         tombstones: stand tombstones in for deleted runs instead of widening.
         strict: raise on the first problem.
         keep_api_errors: keep Claude Code's own API error notices as assistant messages.
+        project_dir: the project folder of the session (usually the source's folder);
+            a compaction whose logical parent is in another transcript there is
+            followed into it. By default the walk stops there
+            (`boundary-without-logical-parent`).
+
+    Raises:
+        ImportError_: `format-unsupported` for a file that is not a transcript,
+            `leaf-unknown` for a leaf that is not in it.
     """
     path = Path(source)
     b = Builder("claude-code", str(path), tombstones=tombstones)
@@ -224,30 +386,53 @@ def import_claude_code(source: str | Path, *, leaf: str | None = None,
     if not looks_like_claude_code([r for _, r in lines]):
         raise ImportError_(f"{path}: not a Claude Code transcript (no uuid/parentUuid/"
                            f"sessionId records)", code="format-unsupported", path=str(path))
-    g = _Graph(b, lines)
-    chosen, leaves = _default_leaf(g)
+    g = _Graph(b, path, lines, Path(project_dir) if project_dir is not None else None)
+    chosen, leaves, side_leaves = _default_leaf(g)
     if leaf is not None:
         if leaf not in g.records:
             raise ImportError_(f"{path}: no record {leaf!r} to use as the leaf",
                                code="leaf-unknown", path=str(path))
         chosen = leaf
-    uuids = _path(g, b, chosen) if chosen is not None else []
-    b.note("leaf-choice", f"imported the path to {chosen} ({len(uuids)} records); "
-           f"{max(len(leaves) - 1, 0)} other leaf candidate(s)")
-    session_id = str(g.records[chosen].get("sessionId") if chosen else "") or path.stem
-    cwd = g.records[chosen].get("cwd") if chosen else None
+    elif chosen is None and side_leaves:
+        chosen = max(side_leaves, key=lambda c: (c["time"], g.order[c["uuid"]]))["uuid"]
+    subagent = chosen is not None and bool(g.records[chosen].get("isSidechain"))
+    uuids = _path(g, b, chosen, subagent=subagent) if chosen is not None else []
+    uuids, recovered = _with_parallel_siblings(g, uuids)
+    if recovered:
+        b.note("parallel-tool-results", f"{recovered} record(s) of parallel tool calls "
+               f"(sibling blocks and their results, off the parent chain) brought back "
+               f"beside their response, as Claude Code does on resume")
+    others = len(side_leaves if subagent else leaves) - (1 if chosen else 0)
+    b.note("leaf-choice", printable(
+        f"imported the path to {chosen} ({len(uuids)} records); {max(others, 0)} other "
+        f"leaf candidate(s)" + (f"; {len(side_leaves)} subagent leaf candidate(s) "
+                                f"(import one with --leaf UUID)" if side_leaves and not
+                                subagent else "")))
+    _omissions(g, b, set(uuids), subagent)
+    head = g.records[chosen] if chosen else {}
+    session_id = str(head.get("sessionId") or "") or path.stem
+    cwd = head.get("cwd")
     b.at(next((t for u in uuids if (t := parse_time(g.records[u].get("timestamp")))), 0))
-    b.start({"version": 0, "id": session_id, "createdAt": b.time,
-             **({"cwd": cwd} if isinstance(cwd, str) and cwd.startswith("/") else {})})
+    header: dict[str, Any] = {"version": 0, "id": session_id, "createdAt": b.time}
+    if isinstance(cwd, str) and cwd.startswith("/"):
+        header["cwd"] = cwd
+    if subagent:
+        agent = head.get("agentId")
+        header["id"] = f"agent-{agent}" if isinstance(agent, str) and agent else path.stem
+        header.update(parentSession=session_id, origin="subagent", delegationDepth=1)
+        b.note("subagent-session", printable(
+            f"imported subagent {header['id']} as a session of its own (parent session "
+            f"{session_id})"))
+    b.start(header)
     unit: dict[str, int] = {}
     pending: dict[str, Any] | None = None
-    dropped = 0
     attachments = 0
     last: dict[str, Any] | None = None
     for uuid in uuids:
         record = g.records[uuid]
         number = g.line[uuid]
-        origin = {"file": str(path), "line": number, "id": uuid}
+        file = str(g.file[uuid])
+        origin = {"file": file, "line": number, "id": uuid}
         b.at(parse_time(record.get("timestamp")))
         kind = record.get("type")
         message = mapping_at(record, "message")
@@ -255,7 +440,8 @@ def import_claude_code(source: str | Path, *, leaf: str | None = None,
             if pending is not None:
                 _flush_boundary(b, g, pending, unit, None)
             kept_list, anchor, where = _kept(g, b, record)
-            pending = {"record": record, "kept": kept_list, "anchor": anchor, "where": where}
+            pending = {"record": record, "kept": kept_list, "anchor": anchor, "where": where,
+                       "origin": origin}
             continue
         if kind == "user" and record.get("isCompactSummary"):
             summary = New("user/message", {
@@ -270,13 +456,15 @@ def import_claude_code(source: str | Path, *, leaf: str | None = None,
             _microcompact(b, record, unit, origin)
             continue
         if kind in ("system", "progress"):
-            dropped += 1
+            b.omit("not-model-visible", f"{kind}:{record.get('subtype')}" if kind == "system"
+                   else kind, line=number, id=uuid, file=file)
             continue
         if kind == "attachment":
             attachment = mapping_at(record, "attachment")
             a_type = str(attachment.get("type", "unknown"))
             if a_type in NO_OP_ATTACHMENTS:
-                dropped += 1
+                b.omit("not-model-visible", f"attachment:{a_type}", line=number, id=uuid,
+                       file=file)
                 continue
             attachments += 1
             text = f'<attachment type="{a_type}">{compact_json(attachment)}</attachment>'
@@ -287,7 +475,7 @@ def import_claude_code(source: str | Path, *, leaf: str | None = None,
             pending = None
         if kind == "assistant":
             if record.get("isApiErrorMessage") and not keep_api_errors:
-                dropped += 1
+                b.omit("api-error-notice", "assistant", line=number, id=uuid, file=file)
                 continue
             last = record
             model = str(message.get("model") or "unknown")
@@ -317,7 +505,7 @@ def import_claude_code(source: str | Path, *, leaf: str | None = None,
                               f"not applied", line=number)
             continue
         if kind != "user":
-            dropped += 1
+            b.omit("not-model-visible", kind, line=number, id=uuid, file=file)
             continue
         last = record
         raw = message.get("content")
@@ -353,16 +541,42 @@ def import_claude_code(source: str | Path, *, leaf: str | None = None,
             unit[uuid] = int(b.user(uuid, _content(raw), origin)["seq"])
     if pending is not None:
         _flush_boundary(b, g, pending, unit, None)
-    if dropped or g.metadata:
-        b.note("not-model-visible", f"{dropped} chain record(s) and {g.metadata} metadata "
-               f"record(s) the model never saw were skipped")
     if attachments:
         b.note("approximate-attachment", f"{attachments} attachment(s) rendered as "
                f"approximate context messages")
     stop = (last or {}).get("message", {}).get("stop_reason") if last else None
     if last is not None and last.get("type") == "assistant" and stop in ENDING:
         b.close_turn(ENDING[str(stop)])
-    return b.result([path], {"leaf": chosen, "leaves": leaves}, finished=False, strict=strict)
+    selection = {"leaf": chosen, "leaves": side_leaves if subagent else leaves,
+                 "subagents": [] if subagent else side_leaves}
+    return b.result([path, *g.extra_files], selection, finished=False, strict=strict,
+                    empty_reason=_empty_reason(g, b))
+
+
+def _omissions(g: _Graph, b: Builder, on_path: set[str], subagent: bool) -> None:
+    """Every record of the file that is not on the imported path, and why."""
+    for number, kind in g.metadata:
+        b.omit("not-model-visible", kind, line=number)
+    for number, uuid, kind in g.duplicates:
+        b.omit("duplicate", kind, line=number, id=uuid)
+    for uuid, record in g.records.items():
+        if uuid in on_path or g.file[uuid] != g.path:
+            continue
+        kind = str(record.get("type"))
+        if kind == "progress":
+            reason = "not-model-visible"
+        elif bool(record.get("isSidechain")) != subagent:
+            reason = "off-branch" if subagent else "sidechain"
+        else:
+            reason = "off-branch"
+        b.omit(reason, kind, line=g.line[uuid], id=uuid)
+
+
+def _empty_reason(g: _Graph, b: Builder) -> str | None:
+    if not g.records:
+        return (f"no chain record (only {len(g.metadata)} metadata record(s) such as "
+                f"summaries or titles); nothing the model saw is in this file")
+    return None
 
 
 def _is_tool_results(message: Mapping[str, Any]) -> bool:
@@ -394,7 +608,8 @@ def _flush_boundary(b: Builder, g: _Graph, pending: dict[str, Any] | None,
         target = [summary, *keeps]
     meta = mapping_at(record, "compactMetadata")
     summary_blocks = summary.data["content"] if summary is not None else []
-    b.compaction(str(boundary or summary_uuid), target, summary=summary_blocks, imported={
+    b.compaction(str(boundary or summary_uuid), target, summary=summary_blocks,
+                 origin=(pending or {}).get("origin"), imported={
         "boundaryUuid": boundary, "summaryUuid": summary_uuid, "trigger": meta.get("trigger"),
         "preTokens": meta.get("preTokens"), "postTokens": meta.get("postTokens"),
         "durationMs": meta.get("durationMs"),
@@ -408,6 +623,7 @@ def _microcompact(b: Builder, record: dict[str, Any], unit: dict[str, int],
     meta = mapping_at(record, "microcompactMetadata")
     ids = set(meta.get("compactedToolIds") or [])
     on_surface = set(b.surface())
+    cleared = 0
     for seq in sorted(on_surface):
         event = b.event(seq)
         if event["type"] != "tool/result":
@@ -420,10 +636,15 @@ def _microcompact(b: Builder, record: dict[str, Any], unit: dict[str, int],
                                        "shadowedSeqs": [seq], "shadowedTokenCount": None,
                                        "imported": {"format": "claude-code",
                                                     "kind": "microcompact",
-                                                    "boundaryUuid": record.get("uuid")}})
+                                                    "boundaryUuid": record.get("uuid")}},
+                  origin)
         data = thaw(event["data"])
         data["message"]["content"][0]["content"] = [
             {"type": "text", "text": "[Old tool result content cleared]"}]
         b._append("tool/result", data, origin, surface_op={"op": "replace", "start": seq,
                                                            "end": seq},
                   source_event_seqs=[seq])
+        cleared += 1
+    if not cleared:
+        b.omit("not-model-visible", "system:microcompact_boundary", line=origin["line"],
+               id=origin["id"], file=origin["file"])

@@ -182,7 +182,8 @@ class _Codex:
             seq = int(b.context(mid, [self.opaque_block(item)], "opaque-compaction",
                                 origin)["seq"])
         else:
-            b.note_counts["dropped"] += 1
+            b.omit("not-model-visible", f"response_item:{item.get('type')}", line=line,
+                   id=item.get("id"))
             return
         item_id = item.get("id") if isinstance(item.get("id"), str) else None
         self.identity[seq] = (item_id, _key(item))
@@ -260,6 +261,8 @@ class _Codex:
         message = str(payload.get("message") or "")
         row = b.compaction(compaction_id, target,
                            summary=[{"type": "text", "text": message}] if message else [],
+                           origin={"file": str(self.path), "line": line,
+                                   "id": compaction_id},
                            imported={"line": line, "windowNumber": payload.get("window_number"),
                                      "windowId": payload.get("window_id"),
                                      "previousWindowId": payload.get("previous_window_id"),
@@ -323,7 +326,8 @@ class _Codex:
         while cut > 0 and b.event(surface[cut - 1])["type"] == "context/message":
             cut -= 1
         b.compaction(f"codex:L{line}", [Keep(s) for s in surface[:cut]], summary=[],
-                     imported={"line": line, "turns": turns}, kind="rollback")
+                     imported={"line": line, "turns": turns}, kind="rollback",
+                     origin={"file": str(self.path), "line": line, "id": f"codex:L{line}"})
 
 
 def import_codex(source: str | Path, *, until: int | None = None, tombstones: bool = False,
@@ -340,6 +344,9 @@ def import_codex(source: str | Path, *, until: int | None = None, tombstones: bo
     b = Builder("codex", str(path), tombstones=tombstones)
     lines = read_jsonl(path, b)
     if until is not None:
+        for number, record in lines:
+            if number > until:
+                b.omit("after-until", record.get("type"), line=number)
         lines = [(n, r) for n, r in lines if n <= until]
     if not looks_like_codex([r for _, r in lines]):
         raise ImportError_(f"{path}: not a Codex rollout (no session_meta line)",
@@ -364,34 +371,47 @@ def import_codex(source: str | Path, *, until: int | None = None, tombstones: bo
     for number, record in lines:
         kind = record.get("type")
         payload = mapping_at(record, "payload")
+        origin = {"file": str(path), "line": number, "id": f"codex:L{number}"}
         b.at(parse_time(record.get("timestamp")))
         if kind == "session_meta":
             metas += 1
             if metas > 1:
                 b.problem("extra-session-meta", "a later session_meta line is ignored (as "
                           "Codex does)", line=number)
+                b.omit("not-model-visible", kind, line=number)
             continue
         if kind == "turn_context":
             codex.model = str(payload.get("model") or codex.model)
+            b.omit("not-model-visible", kind, line=number)
             continue
         if kind == "event_msg":
             event = payload.get("type")
             if event in ("task_started", "turn_started"):
-                b.open_turn()
+                b.open_turn(origin)
                 codex.step_key += 1
                 finished = False
             elif event in ("task_complete", "turn_complete"):
                 if not b.turn_open:
                     b.problem("turn-end-without-start", f"{event} with no open turn",
                               line=number)
-                b.close_turn("completed")
+                    b.omit("not-model-visible", f"event_msg:{event}", line=number)
+                b.close_turn("completed", origin=origin)
                 finished = True
             elif event == "turn_aborted":
                 reason = payload.get("reason")
-                b.close_turn("interrupted" if reason == "interrupted" else "aborted")
+                if not b.turn_open:
+                    b.omit("not-model-visible", f"event_msg:{event}", line=number)
+                if reason == "interrupted":
+                    b.close_turn("interrupted", origin=origin)
+                else:  # Codex's other abort reasons: replaced, review_ended
+                    b.close_turn("aborted", origin=origin, reason={
+                        "kind": str(reason) if isinstance(reason, str) and reason
+                        else "unknown"})
                 finished = True
             elif event == "thread_rolled_back":
                 codex.rollback(int(payload.get("num_turns") or 0), number)
+            else:
+                b.omit("not-model-visible", f"event_msg:{event}", line=number)
             continue
         if kind == "compacted":
             codex.compacted(payload, number)
@@ -403,7 +423,5 @@ def import_codex(source: str | Path, *, until: int | None = None, tombstones: bo
         if kind == "world_state":
             b.note("approximate-rendering", "world_state is rendered into context by Codex at "
                    "request time; it is not on the surface", once=True)
-    if b.note_counts["dropped"]:
-        b.note("not-model-visible", f"{b.note_counts['dropped']} item(s) the model never saw "
-               f"were skipped")
+        b.omit("not-model-visible", kind, line=number)
     return b.result([path], {"until": until}, finished=finished, strict=strict)

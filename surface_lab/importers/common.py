@@ -19,9 +19,26 @@ from ..problems import Problem
 from ..session import Session
 from .planner import TOMBSTONE, Keep, New, Replace, plan
 
-__all__ = ["Builder", "ImportError_", "ImportResult", "parse_time", "sha256_file"]
+__all__ = ["OMISSIONS", "Builder", "ImportError_", "ImportResult", "parse_time",
+           "printable", "sha256_file"]
 
 MAX_SOURCE_LINE = 64 * 1024 * 1024
+# Why a source record can be left out of an import; each reason is also the code of the
+# note that counts it (a user must never lose content silently).
+OMISSIONS = {
+    "not-model-visible": "the model never saw them (metadata, UI and bookkeeping records)",
+    "off-branch": "not on the imported branch (another leaf: pick it with --leaf)",
+    "sidechain": "a subagent's records (import its leaf as a session of its own)",
+    "api-error-notice": "Claude Code's own API error notices (keep_api_errors=True keeps "
+                        "them)",
+    "duplicate": "earlier copies of a repeated id (the last copy is imported)",
+    "system-prompt": "the system prompt, which is not a surface item",
+    "excluded-from-context": "excluded from the model's context by the tool itself",
+    "subagent-reference": "references to subagent trajectories, not spliced in",
+    "unparsable": "lines that could not be read (see the line-unparsable problems)",
+    "after-until": "after the line given as until=",
+}
+SHOWN_PLACES = 5
 
 
 class ImportError_(SurfaceLabError):
@@ -33,6 +50,12 @@ def compact_json(value: Any) -> str:
     import json
 
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def printable(text: Any) -> str:
+    """`text` safe to print on a terminal: control characters escaped (log content is
+    untrusted)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 def sha256_file(path: Path) -> str:
@@ -70,6 +93,27 @@ class ImportResult:
     notes: list[Problem] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     compactions: list[dict[str, Any]] = field(default_factory=list)
+    omitted: list[dict[str, Any]] = field(default_factory=list)
+    """One row per source record the import left out: `{reason, kind, file, line, id}`
+    (`reason` is a key of `OMISSIONS`)."""
+
+    @property
+    def is_empty(self) -> bool:
+        """True when nothing the model saw was imported (no message on the surface ever)."""
+        return not any(str(e["type"]).endswith("/message") or e["type"] == "tool/result"
+                       for e in self.events)
+
+    def omitted_summary(self) -> dict[str, dict[str, Any]]:
+        """Per reason: `{count, why, kinds: {kind: n}}`."""
+        out: dict[str, dict[str, Any]] = {}
+        for row in self.omitted:
+            entry = out.setdefault(row["reason"], {"count": 0, "why": OMISSIONS.get(
+                row["reason"], row["reason"]), "kinds": Counter()})
+            entry["count"] += 1
+            entry["kinds"][row["kind"]] += 1
+        for entry in out.values():
+            entry["kinds"] = dict(entry["kinds"].most_common())
+        return out
 
     def session(self) -> Session:
         return Session(str(self.header["id"]), seed=self.events, header=self.header)
@@ -88,17 +132,49 @@ def read_jsonl(path: Path, builder: Builder) -> list[tuple[int, dict[str, Any]]]
             if len(line) > MAX_SOURCE_LINE:
                 builder.problem("line-unparsable", f"line longer than {MAX_SOURCE_LINE} bytes "
                                 "skipped", line=number)
+                builder.omit("unparsable", "too-long", line=number)
                 continue
             try:
                 record = orjson.loads(line)
             except orjson.JSONDecodeError as err:
                 builder.problem("line-unparsable", f"not JSON: {err}", line=number)
+                builder.omit("unparsable", "not-json", line=number)
                 continue
             if isinstance(record, dict):
                 out.append((number, record))
             else:
                 builder.problem("line-unparsable", "not a JSON object", line=number)
+                builder.omit("unparsable", "not-an-object", line=number)
     return out
+
+
+def load_json(path: Path) -> Any:
+    """One JSON document (ATIF trajectory, OpenHands event). A string that is not valid
+    Unicode (a lone surrogate escape) is refused with its line, like any bad JSON: it
+    could be neither stored nor printed.
+
+    Raises:
+        ImportError_: `line-unparsable`, with the file and line.
+    """
+    import json
+
+    import orjson
+
+    if path.stat().st_size > MAX_SOURCE_LINE:
+        raise ImportError_(f"{path}: larger than {MAX_SOURCE_LINE} bytes",
+                           code="line-unparsable", path=str(path))
+    raw = path.read_bytes()
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as err:
+        if "surrogate" in str(err) or "UTF-8" in str(err):
+            raise ImportError_(f"{path}: not valid JSON text: {err}", code="line-unparsable",
+                               path=str(path), line=err.lineno) from None
+        try:  # what orjson refuses but JSON readers accept: NaN, integers over 64 bits
+            return json.loads(raw.decode("utf-8"))
+        except ValueError:
+            raise ImportError_(f"{path}: not JSON: {err}", code="line-unparsable",
+                               path=str(path), line=err.lineno) from None
 
 
 def image_block(data: Any, media_type: Any) -> dict[str, Any]:
@@ -149,6 +225,7 @@ class Builder:
         self.problems: list[Problem] = []
         self.compactions: list[dict[str, Any]] = []
         self.note_counts: Counter[str] = Counter()
+        self.omitted: list[dict[str, Any]] = []
 
     # -- findings ------------------------------------------------------------------
 
@@ -162,11 +239,32 @@ class Builder:
     def problem(self, code: str, message: str, *, line: int | None = None) -> None:
         self.problems.append(Problem("error", code, message, self.path, line))
 
+    def omit(self, reason: str, kind: Any, *, line: int | None = None, id: Any = None,
+             file: str | None = None) -> None:
+        """Record a source record the import leaves out, and why (a key of OMISSIONS)."""
+        self.omitted.append({"reason": reason, "kind": str(kind), "file": file or self.path,
+                             "line": line, "id": None if id is None else str(id)})
+
+    def _omission_notes(self) -> None:
+        """One note per reason: how many records, of which kinds, and where."""
+        by_reason: dict[str, list[dict[str, Any]]] = {}
+        for row in self.omitted:
+            by_reason.setdefault(row["reason"], []).append(row)
+        for reason, rows in by_reason.items():
+            kinds = Counter(r["kind"] for r in rows).most_common()
+            places = [f"line {r['line']}" if r["line"] is not None else str(r["id"])
+                      for r in rows[:SHOWN_PLACES]]
+            more = ", ..." if len(rows) > SHOWN_PLACES else ""
+            self.note(reason, printable(
+                f"{len(rows)} record(s) left out: {OMISSIONS.get(reason, reason)}; "
+                f"{', '.join(f'{k} x{n}' for k, n in kinds)}; at {', '.join(places)}{more}"))
+
     # -- writing -------------------------------------------------------------------
 
     def start(self, header: Mapping[str, Any]) -> None:
-        self.session = Session(str(header["id"]), header={**header, "delegationDepth": 0},
-                               clock=lambda: self.time)
+        self.session = Session(str(header["id"]), header={
+            **header, "delegationDepth": header.get("delegationDepth", 0)},
+            clock=lambda: self.time)
 
     def _append(self, kind: str, data: Any, origin: Mapping[str, Any] | None = None,
                 **fields: Any) -> Event:
@@ -181,12 +279,12 @@ class Builder:
         if time is not None:
             self.time = time
 
-    def open_turn(self) -> None:
+    def open_turn(self, origin: Mapping[str, Any] | None = None) -> None:
         self.close_turn("completed")
         self.turn += 1
         self.turn_open = True
         self.step = 0
-        self._append("turn/start", {"turn": self.turn})
+        self._append("turn/start", {"turn": self.turn}, origin)
 
     def close_step(self) -> None:
         if self.step_open:
@@ -194,10 +292,14 @@ class Builder:
             self.step_open = False
             self.step_key = None
 
-    def close_turn(self, kind: str = "completed", **reason: Any) -> None:
+    def close_turn(self, kind: str = "completed", *,
+                   origin: Mapping[str, Any] | None = None, **reason: Any) -> None:
+        """End the open turn; an `aborted` end needs its cause as `reason={"kind": ...}`
+        (SPEC 7.3: a bare `aborted` reads as a legacy record)."""
         self.close_step()
         if self.turn_open:
-            self._append("turn/end", {"turn": self.turn, "reason": {"kind": kind, **reason}})
+            self._append("turn/end", {"turn": self.turn, "reason": {"kind": kind, **reason}},
+                         origin)
             self.turn_open = False
 
     def user(self, message_id: str, content: Any, origin: Mapping[str, Any]) -> Event:
@@ -289,13 +391,16 @@ class Builder:
 
     def compaction(self, compaction_id: str, target: Sequence[Keep | New], *,
                    summary: list[dict[str, Any]] | None, imported: Mapping[str, Any],
-                   kind: str = "summary") -> dict[str, Any]:
-        """Write one bracket: start, summary trace, the planned replaces and appends, end.
-        Returns its row for `ImportResult.compactions`."""
+                   kind: str = "summary",
+                   origin: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Write one bracket: start (its origin the source record that states the
+        manipulation), summary trace, the planned replaces and appends, end. Returns its
+        row for `ImportResult.compactions`."""
         self.close_step()
         turn = self.turn if self.turn_open else None
         before = self.surface()
-        start = self._append("compaction/start", {"compactionId": compaction_id, "turn": turn})
+        start = self._append("compaction/start", {"compactionId": compaction_id, "turn": turn},
+                             origin)
         ops = plan(before, target, self.copy, tombstones=self.tombstones)
         # The replaces address disjoint runs of the surface as it is now.
         shadowed = [s for op in ops if isinstance(op, Replace)
@@ -358,19 +463,35 @@ class Builder:
     # -- result --------------------------------------------------------------------
 
     def result(self, sources: list[Path], selection: Mapping[str, Any], *,
-               finished: bool, strict: bool = False) -> ImportResult:
-        """The import's result; with `strict`, its first problem is raised instead."""
+               finished: bool, strict: bool = False,
+               empty_reason: str | None = None) -> ImportResult:
+        """The import's result; with `strict`, its first problem is raised instead. An
+        import that puts nothing on the surface carries an `empty-import` problem saying
+        why (`empty_reason`, else the omission counts)."""
         assert self.session is not None
         if finished:
             self.close_turn("completed")
         elif self.turn_open:
             self.note("final-turn-open", "the source does not show the last turn finished; "
                       "read_log shows closers for it")
-        if strict and self.problems:
-            first = self.problems[0]
-            raise ImportError_(str(first), code=first.code, path=self.path, line=first.line)
-        return ImportResult(
+        self._omission_notes()
+        result = ImportResult(
             self.format, self.session.header, list(self.session.events),
             sources=[{"path": str(p), "sha256": sha256_file(p)} for p in sources],
             selection=dict(selection), origins=self.origins, notes=self.notes,
-            problems=self.problems, compactions=self.compactions)
+            problems=self.problems, compactions=self.compactions, omitted=self.omitted)
+        if result.is_empty:
+            self.problem("empty-import", empty_reason or self._empty_reason())
+        if strict and self.problems:
+            first = self.problems[0]
+            raise ImportError_(first.message, code=first.code, path=self.path,
+                               line=first.line)
+        return result
+
+    def _empty_reason(self) -> str:
+        kinds = Counter(r["reason"] for r in self.omitted).most_common()
+        if not kinds:
+            return "the source holds no record the model saw; nothing to import"
+        left = ", ".join(f"{n} {reason}" for reason, n in kinds)
+        return (f"no record of the source reaches the model ({left} record(s) left out); "
+                f"nothing to import")

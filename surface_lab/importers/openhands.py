@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..events import mapping_at
-from .common import MAX_SOURCE_LINE, Builder, ImportError_, ImportResult, parse_time
+from .common import Builder, ImportError_, ImportResult, load_json, parse_time
 from .planner import Keep, New
 
 __all__ = ["import_openhands", "looks_like_openhands"]
@@ -44,16 +44,16 @@ def _load_events(folder: Path, b: Builder) -> list[tuple[int, Path, dict[str, An
         match = EVENT_FILE.fullmatch(path.name)
         if not match or not path.is_file() or path.is_symlink():
             continue
-        if path.stat().st_size > MAX_SOURCE_LINE:
-            b.problem("line-unparsable", f"{path.name}: larger than {MAX_SOURCE_LINE} bytes")
-            continue
         try:
-            event = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as err:
-            b.problem("line-unparsable", f"{path.name}: not JSON: {err}")
+            event = load_json(path)
+        except ImportError_ as err:
+            reason = err.message.removeprefix(f"{path}: ")
+            b.problem("line-unparsable", f"{path.name}: {reason}")
+            b.omit("unparsable", "event-file", id=path.name, file=str(path))
             continue
         if not isinstance(event, dict) or not isinstance(event.get("id"), str):
             b.problem("line-unparsable", f"{path.name}: not an event object with an id")
+            b.omit("unparsable", "event-file", id=path.name, file=str(path))
             continue
         found.append((int(match.group(1)), path, event))
     return sorted(found, key=lambda item: item[0])
@@ -79,9 +79,9 @@ def import_openhands(source: str | Path, *, leaf: str | None = None,
     state_path = folder / "base_state.json"
     if state_path.is_file():
         try:
-            loaded = json.loads(state_path.read_text(encoding="utf-8"))
+            loaded = load_json(state_path)
             state = loaded if isinstance(loaded, dict) else {}
-        except (ValueError, UnicodeDecodeError):
+        except ImportError_:
             b.problem("line-unparsable", "base_state.json is not JSON")
     items = _load_events(folder, b)
     by_id = {event["id"]: (index, path, event) for index, path, event in items}
@@ -115,9 +115,13 @@ def import_openhands(source: str | Path, *, leaf: str | None = None,
         b.note("naive-timestamp", "timestamps have no zone; read as UTC")
     b.at(next((t for x in times if (t := parse_time(x))), 0))
     b.start({"version": 0, "id": str(state.get("id") or folder.name), "createdAt": b.time})
+    provider, model = _model(state)
+    on_branch = set(branch)
+    for _, path, event in items:
+        if event["id"] not in on_branch:
+            b.omit("off-branch", event.get("kind"), id=event["id"], file=str(path))
     view: list[str] = []  # OpenHands' view: LLM-convertible ids, summaries included
     seq_of: dict[str, int] = {}
-    dropped = 0
     last_kind: tuple[str, str] | None = None
     for event_id in branch:
         _, path, event = by_id[event_id]
@@ -128,6 +132,7 @@ def import_openhands(source: str | Path, *, leaf: str | None = None,
             view.append(event_id)
             b.note("system-prompt-not-on-surface", "the system prompt is in the view but not "
                    "on the surface", once=True)
+            b.omit("system-prompt", kind, id=event_id, file=str(path))
             continue
         if kind == "MessageEvent":
             view.append(event_id)
@@ -139,7 +144,7 @@ def import_openhands(source: str | Path, *, leaf: str | None = None,
                 blocks = ([{"type": "reasoning", "text": str(event["reasoning_content"])}]
                           if event.get("reasoning_content") else []) + content
                 seq_of[event_id] = int(b.assistant(
-                    event_id, blocks, provider="unknown", model="unknown", step_key=event_id,
+                    event_id, blocks, provider=provider, model=model, step_key=event_id,
                     origin=origin)["seq"])
             else:
                 seq_of[event_id] = int(b.context(event_id, content, "environment-message",
@@ -159,7 +164,7 @@ def import_openhands(source: str | Path, *, leaf: str | None = None,
                            "arguments": arguments if isinstance(arguments, str)
                            else json.dumps(arguments)})
             seq_of[event_id] = int(b.assistant(
-                event_id, blocks, provider="unknown", model="unknown",
+                event_id, blocks, provider=provider, model=model,
                 step_key=event.get("llm_response_id") or event_id, origin=origin)["seq"])
             last_kind = (str(kind), str(source_kind))
             continue
@@ -181,13 +186,22 @@ def import_openhands(source: str | Path, *, leaf: str | None = None,
         if kind == "Condensation":
             view = _condense(b, event, view, seq_of, origin)
             continue
-        dropped += 1
-    if dropped:
-        b.note("not-model-visible", f"{dropped} event(s) the model never saw were skipped")
+        b.omit("not-model-visible", kind, id=event_id, file=str(path))
     b.note("view-properties-not-enforced", "the view is folded as during a live run; a "
            "resumed OpenHands conversation may drop more events", once=True)
     finished = last_kind == ("MessageEvent", "agent")
     return b.result([p for _, p, _ in items], {"leaf": chosen}, finished=finished, strict=strict)
+
+
+def _model(state: Mapping[str, Any]) -> tuple[str, str]:
+    """The agent's LLM as `base_state.json` names it (`agent.llm.model`, a LiteLLM name
+    such as "anthropic/claude-sonnet-4-5"): provider before the first "/", else
+    unknown."""
+    name = mapping_at(mapping_at(state, "agent"), "llm").get("model")
+    if not isinstance(name, str) or not name:
+        return "unknown", "unknown"
+    provider, _, model = name.partition("/")
+    return (provider, model) if model else ("unknown", name)
 
 
 def _condense(b: Builder, event: Mapping[str, Any], view: list[str], seq_of: dict[str, int],
@@ -223,7 +237,7 @@ def _condense(b: Builder, event: Mapping[str, Any], view: list[str], seq_of: dic
         elif item in seq_of:
             target.append(Keep(seq_of[item]))
     row = b.compaction(condensation_id, target, summary=[{"type": "text", "text": str(summary)}]
-                       if summary is not None else [], imported={
+                       if summary is not None else [], origin=origin, imported={
                            "forgottenEventIds": json.dumps(forgotten),
                            "summaryOffset": event.get("summary_offset"),
                            "llmResponseId": event.get("llm_response_id")})

@@ -31,11 +31,36 @@ ENDING = {"stop": "completed", "length": "max-tokens", "error": "error", "aborte
 
 
 def is_pi_header(record: Any) -> bool:
-    """pi's first line: `type: session` like ours, but a version 1 to 3 and a
-    `timestamp` instead of `createdAt`."""
+    """pi's first line: `type: session` like ours, but a version 1 to 3 (pi reads a
+    missing version as 1, as version 1 files have none) and a `timestamp` instead of
+    `createdAt`."""
     return (isinstance(record, Mapping) and record.get("type") == "session"
-            and record.get("version") in (1, 2, 3) and "timestamp" in record
-            and "createdAt" not in record)
+            and record.get("version", 1) in (1, 2, 3) and "timestamp" in record
+            and "createdAt" not in record
+            and ("version" in record or isinstance(record.get("id"), str)))
+
+
+def _migrate_v1(lines: list[tuple[int, dict[str, Any]]], b: Builder) -> list[
+        tuple[int, dict[str, Any]]]:
+    """pi's own v1 -> v2 migration: ids chained in file order (`L<line>` here, where pi
+    draws random ones), and `firstKeptEntryIndex` (an index into the file's entries, the
+    header being 0) becomes the id of the entry at that index."""
+    out: list[tuple[int, dict[str, Any]]] = [lines[0]]
+    previous: str | None = None
+    for number, entry in lines[1:]:
+        entry = {**entry, "id": f"L{number}", "parentId": previous}
+        previous = entry["id"]
+        index = entry.pop("firstKeptEntryIndex", None)
+        if entry.get("type") == "compaction" and isinstance(index, int) \
+                and not isinstance(index, bool):
+            if 0 < index < len(out):
+                entry["firstKeptEntryId"] = out[index][1]["id"]
+            else:
+                b.problem("first-kept-not-on-path", f"compaction keeps from entry index "
+                          f"{index}, which is not an earlier entry; nothing is kept",
+                          line=number)
+        out.append((number, entry))
+    return out
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
@@ -82,17 +107,23 @@ def import_pi(source: str | Path, *, leaf: str | None = None, tombstones: bool =
         raise ImportError_(f"{path}: not a pi session (no pi header on line 1)",
                            code="format-unsupported", path=str(path), line=1)
     header = lines[0][1]
+    if header.get("version", 1) == 1:
+        lines = _migrate_v1(lines, b)
+        b.note("pi-v1-migrated", "a version 1 session: entries chained in file order and "
+               "firstKeptEntryIndex read as pi's migration does")
     entries: dict[str, tuple[int, dict[str, Any]]] = {}
     order: list[str] = []
     previous: str | None = None
     for number, entry in lines[1:]:
         entry_id = entry.get("id")
-        if not isinstance(entry_id, str):  # version 1: ids chained in file order
+        if not isinstance(entry_id, str):  # an entry without an id: chained in file order
             entry = {**entry, "id": f"L{number}", "parentId": previous}
             entry_id = entry["id"]
         if entry_id in entries:
             b.problem("duplicate-id", f"entry {entry_id} appears again; the last one is used",
                       line=number)
+            b.omit("duplicate", entries[entry_id][1].get("type"), line=entries[entry_id][0],
+                   id=entry_id)
         else:
             order.append(entry_id)
         entries[entry_id] = (number, entry)
@@ -126,7 +157,6 @@ def import_pi(source: str | Path, *, leaf: str | None = None, tombstones: bool =
              **({"cwd": cwd} if isinstance(cwd, str) and cwd.startswith("/") else {})})
     provider, model = "unknown", "unknown"
     unit_seq: dict[str, int] = {}
-    dropped = 0
     last_message: dict[str, Any] | None = None
     for entry_id in path_ids:
         number, entry = entries[entry_id]
@@ -136,6 +166,7 @@ def import_pi(source: str | Path, *, leaf: str | None = None, tombstones: bool =
         if kind == "model_change":
             provider = str(entry.get("provider") or provider)
             model = str(entry.get("modelId") or model)
+            b.omit("not-model-visible", kind, line=number, id=entry_id)
             continue
         if kind == "compaction":
             _compaction(b, entry, path_ids, entries, unit_seq, origin)
@@ -150,7 +181,7 @@ def import_pi(source: str | Path, *, leaf: str | None = None, tombstones: bool =
                 f"custom:{entry.get('customType')}", origin)["seq"])
             continue
         if kind != "message" or not isinstance(entry.get("message"), Mapping):
-            dropped += 1
+            b.omit("not-model-visible", kind, line=number, id=entry_id)
             continue
         message = entry["message"]
         role = message.get("role")
@@ -177,6 +208,7 @@ def import_pi(source: str | Path, *, leaf: str | None = None, tombstones: bool =
                 bool(message.get("isError")), origin)["seq"])
         elif role == "bashExecution":
             if message.get("excludeFromContext"):
+                b.omit("excluded-from-context", "bashExecution", line=number, id=entry_id)
                 continue
             unit_seq[entry_id] = int(b.context(entry_id, _bash_text(message),
                                                "bash-execution", origin)["seq"])
@@ -185,13 +217,18 @@ def import_pi(source: str | Path, *, leaf: str | None = None, tombstones: bool =
                                                f"custom:{message.get('customType')}",
                                                origin)["seq"])
         else:
-            dropped += 1
-    if dropped:
-        b.note("not-model-visible", f"{dropped} entries the model never saw were skipped")
+            b.omit("not-model-visible", f"message:{role}", line=number, id=entry_id)
+    on_path = set(path_ids)
+    for entry_id in order:
+        if entry_id not in on_path:
+            number, entry = entries[entry_id]
+            b.omit("off-branch", entry.get("type"), line=number, id=entry_id)
     finished = (last_message is not None and last_message.get("role") == "assistant"
                 and last_message.get("stopReason") in ENDING)
     if finished and last_message is not None:
-        b.close_turn(ENDING[str(last_message.get("stopReason"))])
+        ending = ENDING[str(last_message.get("stopReason"))]
+        # pi's "aborted" is the user stopping the response (Escape).
+        b.close_turn(ending, **({"reason": {"kind": "user"}} if ending == "aborted" else {}))
     return b.result([path], {"leaf": chosen, "leaves": leaves}, finished=False, strict=strict)
 
 
@@ -230,6 +267,7 @@ def _compaction(b: Builder, entry: dict[str, Any], path_ids: list[str],
                    "importedFrom": "pi"}}, origin=origin)]
     target += [Keep(unit_seq[k]) for k in kept_ids if k in unit_seq]
     row = b.compaction(entry_id, target, summary=[{"type": "text", "text": summary}],
+                       origin=origin,
                        imported={"entryId": entry_id, "firstKeptEntryId": first_kept,
                                  "tokensBefore": entry.get("tokensBefore"),
                                  "fromHook": entry.get("fromHook")})

@@ -78,7 +78,13 @@ def nodes_at(log: LogData, at: int | None) -> list[int]:
 
 def events_df(source: Any, *, strict: bool = True, progress: bool = True) -> Any:
     """One row per logical event: envelope, surface fields, visibility now, message and
-    sizes (see `schema_table()`)."""
+    sizes (see `schema_table()`).
+
+    Every event of the source is a row, so `len(frame) == len(events)` and `seq` equals
+    the index. A Session resumed from a log (`read_log(path).session()`) ends with the
+    `session/end-seed` marker it appends after the seed (SPEC 5; the first event a store
+    writes on resume, timed now): one row more than the file, log-only, on no surface.
+    Pass the log itself to match the file, or drop `type == "session/end-seed"`."""
     log = load_source(source, strict=strict, progress=progress)
     if isinstance(log.events, LogEvents):
         return _finish(frame_from_columns("events", _event_arrays(log, log.events)), log,

@@ -1,0 +1,17 @@
+"""MkDocs hook: nbconvert (which mkdocs-jupyter runs) reads its configuration from this
+folder too. Its one setting puts a widget's static HTML before the widget view: a page of
+the site has no kernel, so the replay widget shows its snapshot instead of nothing."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+
+def on_config(config: Any) -> Any:
+    here = str(Path(__file__).resolve().parent)
+    paths = [p for p in os.environ.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep) if p]
+    if here not in paths:
+        os.environ["JUPYTER_CONFIG_PATH"] = os.pathsep.join([here, *paths])
+    return config
