@@ -136,7 +136,7 @@ def _outcome(path: Path, check: str) -> tuple[str, Any]:
     except SurfaceLabError as err:
         return "error", (type(err).__name__, err.code, err.line, err.seq)
     return "read", (log.header, list(log.events), log.fold, log.closers, log.problems,
-                    list(log.lines), log.form, log.mode, list(log.plans or []) or None)
+                    list(log.lines), log.form, log.mode, list(log.plans or []))
 
 
 def _codes(outcome: tuple[str, Any]) -> set[str]:
@@ -147,10 +147,7 @@ def _codes(outcome: tuple[str, Any]) -> set[str]:
 
 def _agree(path: Path) -> tuple[str, Any]:
     fast_, full = _outcome(path, "fast"), _outcome(path, "full")
-    if fast_[0] == full[0] == "read":  # the full pipeline keeps plans only when asked
-        fast_ = (fast_[0], fast_[1][:-1])
-        full = (full[0], full[1][:-1])
-    assert fast_ == full
+    assert fast_ == full  # plans included
     return full
 
 
@@ -285,3 +282,15 @@ def test_generated_logs_get_the_same_outcome_from_both_readers(
 def test_many_generated_logs_get_the_same_outcome_from_both_readers(
         tmp_path: Path, data: bytes) -> None:
     _same_outcome(tmp_path, data)
+
+
+@pytest.mark.parametrize("name", [*BASES, "legacy-linear"])
+def test_both_readers_and_a_session_keep_the_same_plan_for_every_event(name: str) -> None:
+    fast_, full = read_log(SAMPLES / f"{name}.jsonl"), read_log(SAMPLES / f"{name}.jsonl",
+                                                                  check="full")
+    assert full.plans is not None and len(full.plans) == len(full.events)
+    assert list(fast_.plans or []) == list(full.plans)
+    if full.mode == "surface":
+        session = full.session()
+        assert list(session.surface.plans)[: len(full.events)] == list(full.plans)
+    assert full.plans.fold() == full.fold  # type: ignore[attr-defined]

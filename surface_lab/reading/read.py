@@ -46,7 +46,7 @@ class LogReading:
     closers: list[Event]
     problems: list[Problem]
     lines: Sequence[int]
-    # The plan of every event, when the reader kept them (the fast reader does).
+    # The plan each event committed, from whichever reader (SPEC 4.1; linear: SPEC 10).
     plans: Sequence[Plan] | None = None
 
     @property
@@ -65,7 +65,8 @@ class LogReading:
     @classmethod
     def _from(cls, checked: CheckedLog) -> LogReading:
         return cls(checked.path, checked.header, checked.events, checked.form, checked.mode,
-                   checked.fold, checked.closers, checked.problems, checked.lines)
+                   checked.fold, checked.closers, checked.problems, checked.lines,
+                   checked.plans)
 
     def __iter__(self) -> Iterator[Event]:
         return iter(self.events)
