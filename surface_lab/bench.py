@@ -268,7 +268,7 @@ def _corpus_rows(cache: Path, sessions: int, runs: int) -> list[list[str]]:
     t_query = _median(lambda: c.sql("select type, count(*) from events group by all"), runs)
     t_audit = _median(lambda: c.sql(
         "select r.kind, count(*), sum(r.n_at_risk) from replaces r join sessions s "
-        "using (session_id) group by all"), runs)
+        "using (session_key) group by all"), runs)
     _row(rows, "corpus query: events by type (DuckDB)", t_query, "corpus build, serial",
          timings["serial"])
     _row(rows, "corpus query: audit join (DuckDB)", t_audit, "corpus build, serial",

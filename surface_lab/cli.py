@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import traceback
 from collections import Counter
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -21,13 +23,58 @@ from .storage.base import Store
 from .storage.jsonl import JsonlStore
 from .storage.sqlite import SqliteStore
 
-__all__ = ["main"]
+__all__ = ["json_safe", "main", "terminal_safe"]
 
 _SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
 
-def _out(text: str = "", stream: TextIO | None = None) -> None:
-    print(text, file=stream or sys.stdout)
+_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with every character a terminal could act on spelled as an escape (`\\x1b`,
+    `\\n`, `\\u202e`, a lone surrogate as `\\udc80`): control and format characters,
+    line and paragraph separators, so log content can neither move the cursor, retitle
+    the window, nor start a line of its own."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escape(ch) for ch in text)
+
+
+def _escape(ch: str) -> str:
+    if ch in _NAMED_ESCAPES:
+        return _NAMED_ESCAPES[ch]
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 \
+        else f"\\U{code:08x}"
+
+
+def json_safe(value: Any) -> str:
+    """One JSON document on one line in which every character `terminal_safe` escapes is a
+    JSON `\\u` escape, so `json.loads` gives back the exact value."""
+    text = json.dumps(value, ensure_ascii=False)
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _json_escape(ch) for ch in text)
+
+
+def _json_escape(ch: str) -> str:
+    code = ord(ch)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # outside the BMP: a surrogate pair, as JSON spells it
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def _out(text: object = "", stream: TextIO | None = None) -> None:
+    """Print one line. With `_out_json`, the only way the commands write: anything from a
+    log (types, ids, messages, paths) may hold control characters, so it is escaped."""
+    print(terminal_safe(str(text)), file=stream or sys.stdout)
+
+
+def _out_json(value: Any) -> None:
+    """Print one JSON document on one line (`json_safe`)."""
+    print(json_safe(value))
 
 
 def _targets(name: str | Path) -> list[tuple[Path, str | None]]:
@@ -73,7 +120,7 @@ def _validate(name: str | Path, counts: dict[str, int]) -> None:
         found = resolve(name)
         targets = [] if found.kind == "logs" else _targets(found.path)
     except SurfaceLabError as err:
-        _out(str(Problem.from_error(err, path=str(name))))
+        _out(str(_problem(err, str(name))))
         counts["INVALID"] += 1
         return
     if found.kind == "logs":
@@ -87,7 +134,7 @@ def _validate(name: str | Path, counts: dict[str, int]) -> None:
         try:  # the full pipeline: every problem named up front
             log = read_path(path, session_id=session_id, check="full", option="--session ID")
         except SurfaceLabError as err:
-            _out(str(Problem.from_error(err, path=_label(path, session_id))))
+            _out(str(_problem(err, _label(path, session_id))))
             counts["INVALID"] += 1
             continue
         for problem in log.problems:
@@ -117,13 +164,13 @@ def cmd_surface(args: argparse.Namespace) -> int:
     if log.mode == "linear":
         notes.append(f"{args.path}: note: linear-fallback: nodes are the legacy linear scan")
     if args.json:
-        _out(json.dumps({
+        _out_json({
             "nodes": log.fold.nodes,
             "replacements": [r.to_json() for r in log.fold.replacements],
             "replace_generation": log.fold.replace_generation,
             "form": log.form,
             "notes": notes,
-        }, ensure_ascii=False))
+        })
     else:
         for note in notes:
             _out(note, sys.stderr)
@@ -151,22 +198,27 @@ def cmd_repair(args: argparse.Namespace) -> int:
     log = _read(args)
     # a crash tail (the only error a readable log can carry) or a torn fragment
     dropped = [p for p in log.problems if p.severity == "error" or p.code == "torn-tail"]
-    for problem in dropped:
-        _out(str(problem), sys.stderr)
+    for problem in dropped:  # "run surface-lab repair" is what the user is doing already
+        _out(_REPAIR_HINT.sub("", str(problem)), sys.stderr)
     if not log.closers and not dropped:
         _out(f"{args.path}: nothing to repair")
         return 0
     for closer in log.closers:
-        _out(json.dumps(closer, ensure_ascii=False))
+        _out_json(closer)
     if not args.write:
-        _out(f"{args.path}: {len(log.closers)} closer(s) shown, nothing written "
-             f"(use --write to commit them)", sys.stderr)
+        _out(f"{args.path}: {len(dropped)} tail problem(s) to drop, {len(log.closers)} "
+             f"closer(s) to append; nothing written (add --write to commit the repair)",
+             sys.stderr)
         return 0
     with _store_for(path) as store:
         store.load(log.session_id)
     _out(f"{args.path}: repaired: {len(dropped)} tail problem(s) dropped, "
          f"{len(log.closers)} closer(s) appended durably", sys.stderr)
     return 0
+
+
+# a scan problem's advice to run the repair this command is running
+_REPAIR_HINT = re.compile(r"; run surface-lab repair$")
 
 
 # -- convert -----------------------------------------------------------------------------
@@ -197,16 +249,22 @@ def cmd_import(args: argparse.Namespace, src: Path, dst: Path) -> int:
 
 def cmd_convert(args: argparse.Namespace) -> int:
     if args.dst and args.output and args.dst != args.output:
-        raise StorageError("give the destination once (DST or -o)")
+        raise _usage("give the destination once (DST or -o OUT)")
     target = args.output or args.dst
     if not target:
-        raise StorageError("convert needs a destination: DST or -o OUT.jsonl")
+        raise _usage("convert needs a destination: DST or -o OUT")
     src, dst = Path(args.src), Path(target)
     if args.fmt is not None or ((not src.is_dir() or not (src / "session.jsonl").exists()) \
             and _foreign(src)):
+        if args.session is not None:
+            raise _usage("--session picks a session of a store or database; an imported "
+                         "log is one session (--leaf picks its branch)")
         return cmd_import(args, src, dst)
-    readings = [read_path(path, session_id=s, option="--session ID")
-                for path, s in _targets(src)]
+    if args.session is not None:
+        readings = [read_path(src, session_id=args.session, option="--session ID")]
+    else:
+        readings = [read_path(path, session_id=s, option="--session ID")
+                    for path, s in _targets(src)]
     bad = [r for r in readings if not r.valid]
     for r in bad:
         for p in r.problems:
@@ -217,7 +275,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
         return 1
     if dst.suffix == ".jsonl" and len(readings) != 1:
         raise StorageError(f"{dst}: a .jsonl file holds one session; {src} holds "
-                           f"{len(readings)} (give a folder or a .db instead)", path=str(dst))
+                           f"{len(readings)} (give a folder or a .db, or pick one with "
+                           f"--session ID)", path=str(dst))
     if dst.exists() and not (dst.is_dir() or is_sqlite(dst)):
         raise StorageError(f"{dst}: already exists; nothing written", path=str(dst))
     with _store_for(dst, create=True) as store:
@@ -226,7 +285,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
             store.create(header)
             store.append(r.session_id, r.events)
     total = sum(len(r.events) for r in readings)
-    _out(f"{args.src} -> {args.dst}: {len(readings)} session(s), {total} events", sys.stderr)
+    _out(f"{args.src} -> {target}: {len(readings)} session(s), {total} events", sys.stderr)
     return 0
 
 
@@ -250,18 +309,30 @@ def _info(log: LogReading) -> dict[str, Any]:
         "shadowed": sum(len(r.shadowed_seqs) for r in log.fold.replacements),
         "closers_pending": len(log.closers),
         "time_first": min(times) if times else None,
+        "time_first_utc": _iso(min(times)) if times else None,
         "time_last": max(times) if times else None,
+        "time_last_utc": _iso(max(times)) if times else None,
         "time_span_ms": (max(times) - min(times)) if times else 0,
         "types": dict(sorted(types.items())),
         "problems": [str(p) for p in log.problems],
     }
 
 
+def _iso(millis: Any) -> str | None:
+    """Epoch milliseconds as ISO 8601 UTC (`2026-01-01T00:00:00.000Z`); None for a time
+    no calendar holds."""
+    try:
+        moment = datetime.fromtimestamp(millis / 1000, UTC)
+    except (OverflowError, OSError, ValueError, TypeError):
+        return None
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     log = _read(args)
     info = _info(log)
     if args.json:
-        _out(json.dumps(info, ensure_ascii=False))
+        _out_json(info)
         return 0
     for key, value in info.items():
         if key == "types":
@@ -271,8 +342,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         elif key == "problems":
             for p in value:
                 _out(p, sys.stderr)
-        else:
-            _out(f"{key + ':':<18}{value}")
+        elif not key.endswith("_utc"):
+            utc = info.get(f"{key}_utc")
+            _out(f"{key + ':':<18}{value}" + (f" ({utc})" if utc else ""))
     return 0
 
 
@@ -306,11 +378,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
         _out(f"auditing {source if isinstance(source, Path) else 'the long-compaction sample'}"
              f" (give a PATH to audit another log)", sys.stderr)
     result = audit_report(source, args.out)
-    _out(result["summary"])
+    for line in result["summary"].split("\n"):
+        _out(line)
     for failed in result["failed"]:
         _out(f"failed compaction {failed['compaction_id']} at seq {failed['seq']}: "
              f"{failed['error']}")
-    _out(f"wrote {result['png']}\nwrote {result['html']}")
+    _out(f"wrote {result['png']}")
+    _out(f"wrote {result['html']}")
     bad = result["audit"]["recorded_matches"].fillna(True).eq(False).sum()
     return 1 if bad else 0
 
@@ -321,18 +395,22 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_corpus_build(args: argparse.Namespace) -> int:
     from . import corpus
 
-    client: Any = args.scheduler
-    if args.engine == "dask" and client is None:
-        raise SurfaceLabError("--engine dask needs --scheduler ADDRESS (a running "
-                              "dask.distributed scheduler)", code="usage")
-    manifest = corpus.to_parquet(args.sources, args.out, engine=args.engine, client=client,
-                                 workers=args.workers, task_mb=args.task_mb,
-                                 progress=not args.no_progress)
+    progress = not args.no_progress and sys.stderr.isatty()  # a bar is for a person
+    manifest = corpus.to_parquet(args.sources, args.out, engine=args.engine,
+                                 client=args.scheduler, workers=args.workers,
+                                 task_mb=args.task_mb, progress=progress)
     for problem in manifest.problems:
         _out(problem["problem"])
+    for copies in manifest.duplicates:
+        dropped = (f"; dropped {', '.join(copies['dropped'])}" if copies["dropped"]
+                   else " (in different tasks: join on session_key)")
+        _out(f"warning: session {copies['session_id']!r} is in "
+             f"{len(copies['kept']) + len(copies['dropped'])} sources: kept "
+             f"{', '.join(copies['kept'])}{dropped}", sys.stderr)
     _out(f"{args.out}: {manifest.sessions} sessions, {manifest.events} events in "
          f"{manifest.tasks} tasks ({manifest.engine}); {len(manifest.problems)} session(s) "
-         f"with problems", sys.stderr)
+         f"with problems, {len(manifest.duplicates)} session id(s) in several sources",
+         sys.stderr)
     return 0
 
 
@@ -348,7 +426,11 @@ def cmd_corpus_sql(args: argparse.Namespace) -> int:
         raise SurfaceLabError(f"query failed: {err}", code="query-invalid") from None
     finally:
         c.close()
-    _out(frame.to_csv(index=False).rstrip("\n") if args.csv else frame.to_string(index=False))
+    # cells come from logs: escape them first, so every line printed below is one row
+    frame = frame.map(lambda v: terminal_safe(v) if isinstance(v, str) else v)
+    text = frame.to_csv(index=False).rstrip("\n") if args.csv else frame.to_string(index=False)
+    for line in text.split("\n"):
+        _out(line)
     return 0
 
 
@@ -381,21 +463,45 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from .agent.samples import generate_large, generate_samples
 
     started = time.perf_counter()
-    if args.events is not None:
-        if args.events < 1:
-            raise StorageError(f"--events must be at least 1, got {args.events}")
-        path, written = generate_large(Path(args.out) / f"large-{args.events}.jsonl",
-                                       args.events)
+    if args.events is not None:  # at least 1: argparse checks it (a usage error)
+        target = Path(args.out) / f"large-{args.events}.jsonl"
+        if target.exists() and not args.force:
+            raise StorageError(f"{target}: already exists; nothing written (--force "
+                               f"replaces it)", path=str(target))
+        path, written = generate_large(target, args.events)
         size = path.stat().st_size
         _out(f"{path}: {written} events, {size / 1e6:.1f} MB in "
              f"{time.perf_counter() - started:.1f} s")
         return 0
-    for path in generate_samples(args.out):
-        _out(str(path))
+    for path in generate_samples(args.out, overwrite=args.force):
+        _out(path)
     return 0
 
 
 # -- entry point -------------------------------------------------------------------------
+
+
+def _count(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (a usage error otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _command(sub: Any, name: str, summary: str, description: str,
+             run: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+    """A subcommand with its one-line summary (in `surface-lab -h`) and its description
+    (in `surface-lab NAME -h`); it keeps its parser so a command can report usage."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=summary, description=description)
+    p.set_defaults(run=run, parser=p)
+    return p
+
+
+_SESSION_HELP = "the session of a store or database that holds several"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -405,28 +511,39 @@ def _parser() -> argparse.ArgumentParser:
                         help="show a traceback for unexpected internal errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("validate", help="check logs; one line per problem")
+    p = _command(sub, "validate", "check logs; one line per problem",
+                 "Check every log (every session of a store or database) with the full "
+                 "pipeline and print one line per problem, PATH:LINE: seq N TYPE: CODE: "
+                 "message. Exits 1 when any log is invalid; notes never change it.",
+                 cmd_validate)
     p.add_argument("paths", nargs="+", metavar="PATH")
-    p.set_defaults(run=cmd_validate)
 
-    p = sub.add_parser("surface", help="the surface nodes and the replacement history")
+    p = _command(sub, "surface", "the surface nodes and the replacement history",
+                 "Print the surface of a log (the seqs whose events reach the model) and "
+                 "every replacement that shaped it.", cmd_surface)
     p.add_argument("path", metavar="PATH")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    p.add_argument("--session", help="the session of a store or database")
-    p.set_defaults(run=cmd_surface)
+    p.add_argument("--session", metavar="ID", help=_SESSION_HELP)
 
-    p = sub.add_parser("repair", help="show (or --write) the closers of a crashed turn")
+    p = _command(sub, "repair", "show (or --write) the closers of a crashed turn",
+                 "Show the events that would close a crashed turn and the damaged tail "
+                 "that would be dropped; --write commits them durably.", cmd_repair)
     p.add_argument("path", metavar="PATH")
     p.add_argument("--write", action="store_true", help="commit the repair durably")
-    p.add_argument("--session", help="the session of a store or database")
-    p.set_defaults(run=cmd_repair)
+    p.add_argument("--session", metavar="ID", help=_SESSION_HELP)
 
-    p = sub.add_parser("convert", help="copy logs between JSONL and SQLite, or import "
-                                       "another agent's log")
+    p = _command(sub, "convert", "copy logs between JSONL and SQLite, or import another "
+                                 "agent's log",
+                 "Copy valid logs between a .jsonl file, a JSONL store folder and a SQLite "
+                 "database, or import another agent's log (Claude Code, Codex, pi, ATIF, "
+                 "OpenHands). An existing destination file is never overwritten.",
+                 cmd_convert)
     p.add_argument("src", metavar="SRC")
     p.add_argument("dst", metavar="DST", nargs="?",
                    help="a .jsonl file, a .db/.sqlite database, or a JSONL store folder")
     p.add_argument("-o", "--output", metavar="OUT", help="the destination (same as DST)")
+    p.add_argument("--session", metavar="ID",
+                   help="copy only this session of a store or database")
     p.add_argument("--from", dest="fmt", choices=["claude-code", "codex", "pi", "atif",
                                                   "openhands"],
                    help="import another tool's log (detected when left out)")
@@ -435,75 +552,145 @@ def _parser() -> argparse.ArgumentParser:
                    help="stand tombstones in for deleted runs instead of re-appending")
     p.add_argument("--strict", action="store_true", help="exit 1 when the import finds a "
                                                          "problem")
-    p.set_defaults(run=cmd_convert)
 
-    p = sub.add_parser("audit", help="audit the compactions of a log: table, PNG, HTML")
+    p = _command(sub, "audit", "audit the compactions of a log: table, PNG, HTML",
+                 "Audit every compaction of a log: what it hid, the tokens before and "
+                 "after, the facts it put at risk and whether the recorded decision "
+                 "replays; writes a swimlane PNG and an HTML report.", cmd_audit)
     p.add_argument("path", metavar="PATH", nargs="?",
                    help="the log (default: the long compaction sample)")
     p.add_argument("--out", default="surface-lab-audit", metavar="DIR",
                    help="where the PNG and HTML go (default: ./surface-lab-audit)")
-    p.add_argument("--session", help="the session of a store or database")
-    p.set_defaults(run=cmd_audit)
+    p.add_argument("--session", metavar="ID", help=_SESSION_HELP)
 
-    p = sub.add_parser("corpus", help="build and query a Parquet dataset of many sessions")
+    p = sub.add_parser("corpus", help="build and query a Parquet dataset of many sessions",
+                       description="Turn many logs into one date-partitioned Parquet "
+                                   "dataset, and query it with SQL.")
     corpus_sub = p.add_subparsers(dest="corpus_command", required=True, metavar="ACTION")
-    q = corpus_sub.add_parser("build", help="logs -> date-partitioned Parquet + manifest")
+    q = _command(corpus_sub, "build", "logs -> date-partitioned Parquet + manifest",
+                 "Read every session of the sources and write the sessions, events, "
+                 "replaces, replace_members and mentions tables as Parquet, then the "
+                 "manifest. A damaged session is a row with its problem; a source that "
+                 "holds no session is an error.", cmd_corpus_build)
     q.add_argument("sources", nargs="+", metavar="SRC",
                    help="files, folders, globs or SQLite databases")
     q.add_argument("out", metavar="OUT")
     q.add_argument("--engine", choices=["serial", "processes", "dask"], default="processes")
     q.add_argument("--scheduler", metavar="ADDRESS",
-                   help="a dask.distributed scheduler, e.g. tcp://10.0.0.5:8786")
-    q.add_argument("--workers", type=int, help="processes for --engine processes")
+                   help="a dask.distributed scheduler, e.g. tcp://10.0.0.5:8786 (default "
+                        "with --engine dask: a LocalCluster sized to this machine)")
+    q.add_argument("--workers", type=_count,
+                   help="processes for --engine processes, or workers of the local Dask "
+                        "cluster")
     q.add_argument("--task-mb", type=float, default=64, help="input per task (default 64)")
-    q.add_argument("--no-progress", action="store_true", help="no progress bar")
-    q.set_defaults(run=cmd_corpus_build)
-    q = corpus_sub.add_parser("sql", help="run SQL over a built dataset (DuckDB)")
+    q.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (it is shown only when stderr is a terminal)")
+    q = _command(corpus_sub, "sql", "run SQL over a built dataset (DuckDB)",
+                 "Run one SQL query over the tables of a built dataset with DuckDB and "
+                 "print the result as a table or CSV.", cmd_corpus_sql)
     q.add_argument("out", metavar="OUT")
     q.add_argument("query", metavar="QUERY")
     q.add_argument("--csv", action="store_true", help="CSV instead of a table")
-    q.set_defaults(run=cmd_corpus_sql)
 
-    p = sub.add_parser("bench", help="timings beside same-run baselines, as ratios")
-    p.add_argument("--events", type=int, default=1_000_000, metavar="N")
-    p.add_argument("--runs", type=int, default=3, help="runs per measure (median)")
+    p = _command(sub, "bench", "timings beside same-run baselines, as ratios",
+                 "Time reading, frames, appends, replay, plots, memory and the corpus build "
+                 "on generated logs, each beside a baseline measured in the same run.",
+                 cmd_bench)
+    p.add_argument("--events", type=_count, default=1_000_000, metavar="N")
+    p.add_argument("--runs", type=_count, default=3, help="runs per measure (median)")
     p.add_argument("--cache", default=".bench", help="where generated logs are kept")
     p.add_argument("--corpus-sessions", type=int, default=2000, metavar="N",
                    help="sessions in the corpus benchmark (0 skips it)")
     p.add_argument("--skip", nargs="*", choices=["read", "frames", "append", "replay",
                                                  "plot", "memory", "corpus"])
-    p.set_defaults(run=cmd_bench)
 
-    p = sub.add_parser("generate", help="write the sample logs (or one large session)")
+    p = _command(sub, "generate", "write the sample logs (or one large session)",
+                 "Write the sample logs, the sample database, the deliberately invalid "
+                 "logs and their README into OUT_DIR, or one large synthetic session. "
+                 "Files already there are left alone unless --force.", cmd_generate)
     p.add_argument("out", metavar="OUT_DIR")
-    p.add_argument("--events", type=int, metavar="N",
+    p.add_argument("--events", type=_count, metavar="N",
                    help="write one synthetic session of about N events instead")
-    p.set_defaults(run=cmd_generate)
+    p.add_argument("--force", action="store_true",
+                   help="replace files of the same names in OUT_DIR")
 
-    p = sub.add_parser("info", help="counts by type, turns, steps, replacements, time span")
+    p = _command(sub, "info", "counts by type, turns, steps, replacements, time span",
+                 "Summarise a log: events by type, turns, steps, the surface and its "
+                 "replacements, pending closers, and the first and last event times "
+                 "(epoch milliseconds and ISO 8601 UTC).", cmd_info)
     p.add_argument("path", metavar="PATH")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--session", help="the session of a store or database")
-    p.set_defaults(run=cmd_info)
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.add_argument("--session", metavar="ID", help=_SESSION_HELP)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    run: Callable[[argparse.Namespace], int] = args.run
+def _usage(message: str) -> SurfaceLabError:
+    """A usage error raised by a command: exit 2 with the command's usage line."""
+    return SurfaceLabError(message, code="usage")
+
+
+# The command-line spelling of the Python arguments errors may name (`argument`).
+_OPTIONS = {"session_id": "--session ID", "overwrite": "--force"}
+
+
+def _in_cli_terms(err: SurfaceLabError) -> SurfaceLabError:
+    """The error with the Python argument it names spelled as this command's option."""
+    option = _OPTIONS.get(err.argument) if err.argument is not None else None
+    if err.argument is not None and option is not None:
+        # the name, with the value a Python caller would give (`overwrite=True`)
+        err.message = re.sub(rf"\b{re.escape(err.argument)}\b(=\w+)?", option,
+                             err.message, count=1)
+    return err
+
+
+def _problem(err: SurfaceLabError, path: str | None) -> Problem:
+    return Problem.from_error(_in_cli_terms(err), path=path)
+
+
+def _quiet_stdout() -> None:
+    """After a closed pipe (`surface-lab ... | head`): point stdout at /dev/null so the
+    interpreter's final flush cannot fail again (the recipe of Python's `signal` docs)."""
     try:
-        return run(args)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # a stdout without a file descriptor (tests)
+        pass
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    run: Callable[[argparse.Namespace], int] = args.run
+    parser: argparse.ArgumentParser = args.parser
+    try:
+        code = run(args)
     except SurfaceLabError as err:
-        _out(str(Problem.from_error(err, path=getattr(args, "path", None))))
+        if err.code == "usage":
+            parser.print_usage(sys.stderr)
+            _out(f"{parser.prog}: error: {_in_cli_terms(err).message}", sys.stderr)
+            return 2
+        _out(str(_problem(err, getattr(args, "path", None))))
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        raise
     except Exception as err:  # the one place that turns any failure into one line
         if args.debug:
             traceback.print_exc()
         _out(f"surface-lab: internal error: {type(err).__name__}: {err} "
              f"(rerun with --debug for a traceback)", sys.stderr)
         return 1
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        code = _run_command(args)
+        sys.stdout.flush()  # a reader that went away shows here, not at interpreter exit
+    except BrokenPipeError:  # `surface-lab ... | head`: the reader has all it wants
+        _quiet_stdout()
+        return 1
+    return code
 
 
 if __name__ == "__main__":

@@ -11,13 +11,14 @@ through it. pyarrow, duckdb and dask are imported only here, and only when used.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import glob
 import json
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from .reading.paths import is_sqlite, refusal
 __all__ = ["SCHEMA_VERSION", "Corpus", "Task", "events", "map_sessions", "open", "plan_tasks",
            "to_parquet", "write_chunk"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: session_key and source in every table
 TABLES = ("sessions", "events", "replaces", "replace_members", "mentions")
 MANIFEST = "manifest.json"
 LOG_SUFFIXES = (".jsonl", ".jsonl.zstd", ".json")
@@ -43,6 +44,9 @@ class SessionRef:
     session_id: str | None
     date: str
     size: int
+    # the session id the planner could see (a JSONL header's, a database row's): copies
+    # of one id are planned into one task, where the build keeps one of them
+    id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -83,8 +87,9 @@ def _expand(sources: Iterable[str | os.PathLike[str]]) -> list[Path]:
                     found.append(child)
         else:
             found.append(path)
-    unique = list(dict.fromkeys(p.resolve() for p in found))
-    return unique
+    # one entry per real file; a dangling symlink keeps its own name, which its problem
+    # row then shows (its target's name would mean nothing to whoever wrote the glob)
+    return list(dict.fromkeys(p.resolve() if p.exists() else p.absolute() for p in found))
 
 
 def _date(millis: Any) -> str:
@@ -93,26 +98,18 @@ def _date(millis: Any) -> str:
 
 
 def _refs(path: Path) -> list[SessionRef]:
-    """The sessions a file holds, with their dates (read cheaply, never written)."""
+    """The sessions a file holds, with their dates (read cheaply, never written). Never
+    raises for a bad source: what cannot be planned is one session whose reading reports
+    the problem."""
     if path.is_file() and is_sqlite(path):
-        uri = path.resolve().as_uri() + ("?mode=ro" if Path(f"{path}-wal").exists()
-                                         else "?immutable=1")
-        try:
-            db = sqlite3.connect(uri, uri=True)
-            try:
-                rows = db.execute(
-                    "SELECT s.id, s.created_at, coalesce(sum(length(e.data)), 0) FROM sessions s "
-                    "LEFT JOIN events e ON e.session_id = s.id GROUP BY s.id ORDER BY s.id"
-                ).fetchall()
-            finally:
-                db.close()
-        except sqlite3.Error:
-            return [SessionRef(str(path), None, _date(0), path.stat().st_size)]
-        return [SessionRef(str(path), sid, _date(created), int(size)) for sid, created, size
-                in rows]
-    size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() \
-        else path.stat().st_size
+        return _database_refs(path)
+    try:
+        size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) \
+            if path.is_dir() else path.stat().st_size
+    except OSError:  # a dangling symlink, a file gone since the glob: reading says which
+        size = 0
     created: Any = 0
+    session_id: Any = None
     try:
         if path.is_file() and not path.name.endswith(".json"):
             with builtins.open(path, "rb") as f:  # this module's `open` is the corpus one
@@ -121,27 +118,56 @@ def _refs(path: Path) -> list[SessionRef]:
                 data, _ = read_log_bytes(path)
                 first = data.split(b"\n", 1)[0]
             header = json.loads(first)
-            created = header.get("createdAt")
-            if created is None and isinstance(header.get("timestamp"), str):
-                from .importers.common import parse_time
+            if isinstance(header, dict):
+                created, session_id = header.get("createdAt"), header.get("id")
+                if created is None and isinstance(header.get("timestamp"), str):
+                    from .importers.common import parse_time
 
-                created = parse_time(header["timestamp"])
-    except (OSError, ValueError, SurfaceLabError):
+                    created = parse_time(header["timestamp"])
+    except (OSError, ValueError, RecursionError, SurfaceLabError):
         created = 0
-    return [SessionRef(str(path), None, _date(created), size)]
+    return [SessionRef(str(path), None, _date(created), size,
+                       session_id if isinstance(session_id, str) else None)]
+
+
+def _database_refs(path: Path) -> list[SessionRef]:
+    """Every session of a surface_lab database; a database the store refuses (another
+    schema: a view in place of a table, say) is one session that fails to read."""
+    from .storage.sqlite import SqliteStore
+
+    unreadable = [SessionRef(str(path), None, _date(0), path.stat().st_size)]
+    try:
+        with SqliteStore(path, read_only=True):  # checks the schema before any query
+            pass
+        uri = path.resolve().as_uri() + ("?mode=ro" if Path(f"{path}-wal").exists()
+                                         else "?immutable=1")
+        db = sqlite3.connect(uri, uri=True)
+        try:
+            rows = db.execute(
+                "SELECT s.id, s.created_at, coalesce(sum(length(e.data)), 0) FROM sessions s "
+                "LEFT JOIN events e ON e.session_id = s.id GROUP BY s.id ORDER BY s.id"
+            ).fetchall()
+        finally:
+            db.close()
+    except (SurfaceLabError, sqlite3.Error):
+        return unreadable
+    return [SessionRef(str(path), sid, _date(created), int(size), sid) for sid, created, size
+            in rows]
 
 
 def plan_tasks(sources: Iterable[str | os.PathLike[str]], *, task_mb: float = 64) -> list[Task]:
     """Group the sessions of `sources` into tasks of one date and about `task_mb` each,
     in a deterministic order."""
     refs = sorted((r for p in _expand(sources) for r in _refs(p)),
-                  key=lambda r: (r.date, r.path, r.session_id or ""))
+                  key=lambda r: (r.date, r.id or "", r.path, r.session_id or ""))
     tasks: list[Task] = []
     limit = task_mb * 1024 * 1024
     current: list[SessionRef] = []
     size = 0
     for ref in refs:
-        if current and (ref.date != current[0].date or size + ref.size > limit):
+        copy = bool(current) and ref.id is not None and (ref.id, ref.date) == (
+            current[-1].id, current[-1].date)
+        if current and (ref.date != current[0].date or size + ref.size > limit) and not copy:
             tasks.append(Task(current[0].date, _next_index(tasks, current[0].date),
                               tuple(current)))
             current, size = [], 0
@@ -166,35 +192,40 @@ def _schemas() -> dict[str, Any]:
     text, integer, flag = pa.string(), pa.int64(), pa.bool_()
     return {
         "sessions": pa.schema([
-            ("session_id", text), ("source", text), ("format", text), ("created_at", integer),
+            ("session_id", text), ("session_key", text), ("source", text), ("format", text),
+            ("created_at", integer),
             ("events", integer), ("surface_entries", integer), ("replaces", integer),
             ("problems", integer), ("problem_code", text), ("problem", text),
             ("problem_line", integer)]),
         "events": pa.schema([
-            ("session_id", text), ("seq", integer), ("type", text), ("time", integer),
+            ("session_id", text), ("session_key", text), ("source", text), ("seq", integer),
+            ("type", text), ("time", integer),
             ("ts", pa.timestamp("ms", tz="UTC")), ("turn", integer), ("step", integer),
             ("line", integer), ("surface_op", text), ("replace_start", integer),
             ("replace_end", integer), ("n_sources", integer), ("on_surface", flag),
             ("shadowed_by", integer), ("role", text), ("message_id", text), ("text", text),
             ("chars", integer), ("tokens", integer), ("data_bytes", integer)]),
         "replaces": pa.schema([
-            ("session_id", text), ("seq", integer), ("type", text), ("kind", text),
+            ("session_id", text), ("session_key", text), ("source", text), ("seq", integer),
+            ("type", text), ("kind", text),
             ("start", integer), ("end", integer), ("n_shadowed", integer),
             ("n_removed", integer), ("n_restored", integer), ("chars_before", integer),
             ("tokens_before", integer), ("chars_after", integer), ("tokens_after", integer),
             ("plugin", text), ("compaction_id", text), ("shadows_replacement", flag),
             ("recorded_matches", flag), ("n_at_risk", integer)]),
         "replace_members": pa.schema([
-            ("session_id", text), ("replace_seq", integer), ("shadowed_seq", integer),
+            ("session_id", text), ("session_key", text), ("source", text),
+            ("replace_seq", integer), ("shadowed_seq", integer),
             ("restored", flag)]),
         "mentions": pa.schema([
-            ("session_id", text), ("replace_seq", integer), ("ident", text)]),
+            ("session_id", text), ("session_key", text), ("source", text),
+            ("replace_seq", integer), ("ident", text)]),
     }
 
 
 def _read_session(ref: SessionRef) -> tuple[Any, str, str, list[Any], int | None]:
-    """(LogData, session id, format, problems, createdAt) of one session; never raises for
-    bad data."""
+    """(LogData, session id, format, problems, createdAt) of one session; a package error
+    becomes the session's problem (with the readable prefix, when there is one)."""
     from .importers import detect_format, import_any
     from .notebook.source import LogData, load_source
     from .problems import Problem
@@ -217,98 +248,191 @@ def _read_session(ref: SessionRef) -> tuple[Any, str, str, list[Any], int | None
                 int(reading.header["createdAt"]))
     except SurfaceLabError as err:
         problem = Problem.from_error(err, path=str(path))
-        log = load_source(str(path), strict=False, progress=False) if path.is_file() \
-            and ref.session_id is None else LogData(ref.session_id or path.name, [])
+        log = LogData(ref.session_id or ref.id or path.name, [])
+        if path.is_file() and ref.session_id is None:
+            with contextlib.suppress(SurfaceLabError):  # the readable prefix of a damaged file
+                log = load_source(str(path), strict=False, progress=False)
         if not log.problems:
             log.problems.append(problem)
         return log, ref.session_id or log.session_id, fmt, log.problems, None
 
 
-def _task_columns(task: Task) -> dict[str, dict[str, list[Any]]]:
+def _clean(text: str) -> str:
+    """Text Parquet can hold: a lone surrogate (from a JSON escape) as a backslash escape."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def session_key(source: str, session_id: str) -> str:
+    """The corpus-wide key of a session: `<source>#<session id>` (ids repeat across
+    sources: a log and its converted copy, or two tools' ids)."""
+    return f"{source}#{session_id}"
+
+
+def _session_columns(ref: SessionRef, log: Any, session_id: str, fmt: str,
+                     problems: list[Any], created: int | None) -> dict[str, dict[str, Any]]:
+    """Every table's columns for one session (all the fallible work, before any row is
+    added to a task's tables)."""
     from .notebook.audit import compaction_audit
     from .notebook.frames import event_columns, replacement_columns
 
-    schemas = _schemas()
-    tables: dict[str, dict[str, list[Any]]] = {
-        name: {c: [] for c in schema.names} for name, schema in schemas.items()}
-    for ref in task.sessions:
-        log, session_id, fmt, problems, created = _read_session(ref)
-        ev = event_columns(log)
-        rep = replacement_columns(log)
-        first = problems[0] if problems else None
-        sessions = tables["sessions"]
-        for key, value in (("session_id", session_id), ("source", ref.path), ("format", fmt),
-                           ("created_at", created),
-                           ("events", len(log.events)), ("surface_entries",
-                                                         len(log.fold.nodes)),
-                           ("replaces", len(rep["seq"])), ("problems", len(problems)),
-                           ("problem_code", first.code if first else None),
-                           ("problem", str(first) if first else None),
-                           ("problem_line", first.line if first else None)):
-            sessions[key].append(value)
-        n = len(ev["seq"])
-        events = tables["events"]
-        events["session_id"] += [session_id] * n
-        for key in events:
-            if key == "session_id":
-                continue
-            if key == "n_sources":
-                events[key] += [len(s) if s is not None else None
-                                for s in ev["source_event_seqs"]]
+    key, source = session_key(ref.path, session_id), ref.path
+    tables: dict[str, dict[str, Any]] = {
+        name: {c: [] for c in schema.names} for name, schema in _schemas().items()}
+    ev = event_columns(log)
+    rep = replacement_columns(log)
+    at_risk: dict[int, list[str]] = {}
+    if rep["seq"]:
+        audit = compaction_audit(log, strict=False, progress=False)[0]
+        at_risk = {int(s): list(f) for s, f in zip(audit["seq"], audit["facts_at_risk"],
+                                                   strict=True)}
+    first = problems[0] if problems else None
+    sessions = tables["sessions"]
+    for column, value in (("session_id", session_id), ("session_key", key),
+                          ("source", source), ("format", fmt), ("created_at", created),
+                          ("events", len(log.events)),
+                          ("surface_entries", len(log.fold.nodes)),
+                          ("replaces", len(rep["seq"])), ("problems", len(problems)),
+                          ("problem_code", first.code if first else None),
+                          ("problem", _clean(str(first)) if first else None),
+                          ("problem_line", first.line if first else None)):
+        sessions[column].append(value)
+    n = len(ev["seq"])
+    events = tables["events"]
+    for column in events:
+        if column in _KEYS:
+            events[column] = [{"session_id": session_id, "session_key": key,
+                               "source": source}[column]] * n
+        elif column == "n_sources":
+            events[column] = [len(s) if s is not None else None
+                              for s in ev["source_event_seqs"]]
+        else:
+            events[column] = ev[column]
+    replaces = tables["replaces"]
+    ids = {"session_id": session_id, "session_key": key, "source": source}
+    for i, seq in enumerate(rep["seq"]):
+        for column in replaces:
+            if column in _KEYS:
+                replaces[column].append(ids[column])
+            elif column == "n_removed":
+                replaces[column].append(len(rep["removed_seqs"][i]))
+            elif column == "n_restored":
+                replaces[column].append(len(rep["restored_seqs"][i]))
+            elif column == "n_at_risk":
+                replaces[column].append(len(at_risk.get(seq, [])))
             else:
-                events[key] += ev[key]
-        at_risk: dict[int, list[str]] = {}
-        if rep["seq"]:
-            audit = compaction_audit(log, strict=False, progress=False)[0]
-            at_risk = {int(s): list(f) for s, f in zip(audit["seq"], audit["facts_at_risk"],
-                                                       strict=True)}
-        replaces = tables["replaces"]
-        for i, seq in enumerate(rep["seq"]):
-            replaces["session_id"].append(session_id)
-            for key in replaces:
-                if key in ("session_id",):
-                    continue
-                if key == "n_removed":
-                    replaces[key].append(len(rep["removed_seqs"][i]))
-                elif key == "n_restored":
-                    replaces[key].append(len(rep["restored_seqs"][i]))
-                elif key == "n_at_risk":
-                    replaces[key].append(len(at_risk.get(seq, [])))
-                else:
-                    replaces[key].append(rep[key][i])
-            restored = set(rep["restored_seqs"][i])
-            for shadowed in rep["shadowed_seqs"][i]:
-                for key, value in (("session_id", session_id), ("replace_seq", seq),
-                                   ("shadowed_seq", shadowed),
-                                   ("restored", shadowed in restored)):
-                    tables["replace_members"][key].append(value)
-            for ident in at_risk.get(seq, []):
-                for key, value in (("session_id", session_id), ("replace_seq", seq),
-                                   ("ident", ident)):
-                    tables["mentions"][key].append(value)
+                replaces[column].append(rep[column][i])
+        restored = set(rep["restored_seqs"][i])
+        for shadowed in rep["shadowed_seqs"][i]:
+            for column, value in (*ids.items(), ("replace_seq", seq),
+                                  ("shadowed_seq", shadowed),
+                                  ("restored", shadowed in restored)):
+                tables["replace_members"][column].append(value)
+        for ident in at_risk.get(seq, []):
+            for column, value in (*ids.items(), ("replace_seq", seq), ("ident", ident)):
+                tables["mentions"][column].append(value)
     return tables
 
 
+_KEYS = ("session_id", "session_key", "source")
+
+
+@dataclass
+class _SessionTables:
+    """One session's rows of every table, as Arrow tables, and what picks among copies."""
+
+    session_id: str
+    key: str
+    errors: int
+    events: int
+    tables: dict[str, Any]
+    problem: dict[str, Any] | None
+
+
+def _session_tables(ref: SessionRef) -> _SessionTables:
+    """Read one session into Arrow tables. Never raises: whatever goes wrong costs this
+    session only and is reported as its problem."""
+    import pyarrow as pa
+
+    from .notebook.source import LogData
+    from .problems import Problem
+
+    schemas = _schemas()
+    try:
+        log, session_id, fmt, problems, created = _read_session(ref)
+        columns = _session_columns(ref, log, session_id, fmt, problems, created)
+        tables = {name: pa.Table.from_pydict(columns[name], schema=schema)
+                  for name, schema in schemas.items()}
+    except Exception as err:
+        # One source's surprise (a reader's bug, data Arrow refuses) must not abort a build
+        # of thousands: the session becomes a row with the error's type and text
+        # (`session-unreadable`), never hidden.
+        text = _clean(f"{type(err).__name__}: {err}")
+        problems = [Problem("error", "session-unreadable",
+                            text if len(text) <= 300 else f"{text[:300]}...", ref.path)]
+        session_id = _clean(ref.session_id or ref.id or Path(ref.path).name)
+        columns = _session_columns(ref, LogData(session_id, []), session_id, "surface",
+                                   problems, None)
+        tables = {name: pa.Table.from_pydict(columns[name], schema=schema)
+                  for name, schema in schemas.items()}
+    row = tables["sessions"].to_pylist()[0]
+    problem = None
+    if row["problem_code"]:
+        problem = {"session_id": row["session_id"], "session_key": row["session_key"],
+                   "source": row["source"], "code": row["problem_code"],
+                   "problem": row["problem"], "line": row["problem_line"]}
+    errors = sum(1 for p in problems if getattr(p, "severity", "error") == "error")
+    return _SessionTables(row["session_id"], row["session_key"], errors, row["events"],
+                          tables, problem)
+
+
+def _best(copies: list[_SessionTables]) -> _SessionTables:
+    """The copy of a session the corpus keeps: the fewest errors, then the most events,
+    then the first session key (source path) in order."""
+    return min(copies, key=lambda c: (c.errors, -c.events, c.key))
+
+
+def _task_tables(task: Task) -> tuple[dict[str, Any], list[_SessionTables],
+                                      list[dict[str, Any]]]:
+    """Every table of a task, the sessions kept, and the copies of one id resolved."""
+    import pyarrow as pa
+
+    kept: list[_SessionTables] = []
+    duplicates: list[dict[str, Any]] = []
+    groups: dict[str, list[_SessionTables]] = {}
+    for ref in task.sessions:
+        read = _session_tables(ref)
+        groups.setdefault(read.session_id, []).append(read)
+    for session_id, copies in groups.items():
+        best = _best(copies)
+        kept.append(best)
+        if len(copies) > 1:
+            duplicates.append({"session_id": session_id, "kept": best.key,
+                               "dropped": sorted(c.key for c in copies if c is not best)})
+    schemas = _schemas()
+    tables = {name: pa.concat_tables([k.tables[name] for k in kept] or
+                                     [schema.empty_table()])
+              for name, schema in schemas.items()}
+    return tables, kept, duplicates
+
+
 def _sort_key(name: str) -> list[tuple[str, str]]:
-    keys = {"sessions": ["session_id", "source"], "events": ["session_id", "seq"],
-            "replaces": ["session_id", "seq"],
-            "replace_members": ["session_id", "replace_seq", "shadowed_seq"],
-            "mentions": ["session_id", "replace_seq", "ident"]}[name]
-    return [(k, "ascending") for k in keys]
+    keys = {"sessions": [], "events": ["seq"], "replaces": ["seq"],
+            "replace_members": ["replace_seq", "shadowed_seq"],
+            "mentions": ["replace_seq", "ident"]}[name]
+    return [(k, "ascending") for k in ["session_id", "session_key", *keys]]
 
 
 def write_chunk(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
     """Read one task's sessions and write every table of it (deterministic file names,
     written to a temporary name and renamed, so a retry overwrites). Returns the rows of
     the manifest for this task."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     root = Path(out)
-    columns = _task_columns(task)
+    tables, kept, duplicates = _task_tables(task)
     files = {}
-    for name, schema in _schemas().items():
-        table = pa.Table.from_pydict(columns[name], schema=schema)
+    for name in TABLES:
+        table = tables[name]
         table = table.sort_by(_sort_key(name)).combine_chunks().replace_schema_metadata(None)
         target = root / name / f"date={task.date}" / f"{task.name}.parquet"
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -316,14 +440,11 @@ def write_chunk(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
         pq.write_table(table, temporary, compression="zstd")
         os.replace(temporary, target)
         files[name] = {"path": str(target.relative_to(root)), "rows": table.num_rows}
-    problems = [{"session_id": s, "source": src, "code": code, "problem": text,
-                 "line": line}
-                for s, src, code, text, line in zip(
-                    columns["sessions"]["session_id"], columns["sessions"]["source"],
-                    columns["sessions"]["problem_code"], columns["sessions"]["problem"],
-                    columns["sessions"]["problem_line"], strict=True) if code]
-    return {"task": task.name, "date": task.date, "files": files, "problems": problems,
-            "sessions": len(task.sessions)}
+    kept.sort(key=lambda k: (k.session_id, k.key))
+    return {"task": task.name, "date": task.date, "files": files,
+            "problems": [k.problem for k in kept if k.problem is not None],
+            "sessions": len(kept), "duplicates": duplicates,
+            "keys": [[k.session_id, k.key] for k in kept]}
 
 
 # -- the build ---------------------------------------------------------------------------
@@ -340,25 +461,71 @@ class Manifest:
     problems: list[dict[str, Any]] = field(default_factory=list)
     tasks: int = 0
     engine: str = "serial"
+    # one session id in several sources: {"session_id", "kept": [keys], "dropped": [keys]}
+    duplicates: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def load(cls, out: str | os.PathLike[str]) -> Manifest:
+        """The manifest of a finished build.
+
+        Raises:
+            SurfaceLabError: `corpus-unfinished` without a manifest, `schema-unsupported`
+                for another schema version, `corpus-damaged` for a manifest that is not
+                what a build writes (every file it names must be inside `out`).
+        """
         path = Path(out) / MANIFEST
         if not path.is_file():
             raise SurfaceLabError(f"{out}: no {MANIFEST}: not a finished corpus build",
                                   code="corpus-unfinished", path=str(out))
-        data = json.loads(path.read_text())
+
+        def damaged(why: str) -> SurfaceLabError:
+            return SurfaceLabError(f"{path}: damaged manifest: {why}; rebuild the corpus",
+                                   code="corpus-damaged", path=str(path))
+
+        try:
+            data = json.loads(path.read_bytes())
+        except OSError as err:
+            raise SurfaceLabError(f"{path}: cannot read the manifest: {err.strerror}",
+                                  code="corpus-damaged", path=str(path)) from err
+        except (ValueError, RecursionError) as err:  # JSON or UTF-8 errors, deep nesting
+            raise damaged(f"not JSON ({type(err).__name__})") from None
+        if not isinstance(data, dict):
+            raise damaged(f"a JSON {type(data).__name__}, not an object")
         if data.get("schema_version") != SCHEMA_VERSION:
-            raise SurfaceLabError(f"{out}: corpus schema version {data.get('schema_version')}"
+            raise SurfaceLabError(f"{out}: corpus schema version {data.get('schema_version')!r}"
                                   f", expected {SCHEMA_VERSION}", code="schema-unsupported",
                                   path=str(out))
-        return cls(**data)
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
+        missing = [f.name for f in fields(cls) if f.default is MISSING
+                   and f.default_factory is MISSING and f.name not in data]
+        if unknown or missing:
+            raise damaged(f"unknown fields {unknown}, missing fields {missing}")
+        manifest = cls(**data)
+        manifest._check(damaged)
+        return manifest
+
+    def _check(self, damaged: Callable[[str], SurfaceLabError]) -> None:
+        if not isinstance(self.tables, dict) or not all(
+                isinstance(files, list) for files in self.tables.values()):
+            raise damaged("`tables` is not a map of file lists")
+        for table, files in self.tables.items():
+            for f in files:
+                where = f.get("path") if isinstance(f, dict) else None
+                if not isinstance(where, str) or not isinstance(f.get("rows"), int):
+                    raise damaged(f"a file of table {table!r} has no path or row count")
+                if Path(where).is_absolute() or ".." in Path(where).parts:
+                    raise damaged(f"file {where!r} is outside the corpus folder")
+        for name in ("sessions", "events", "tasks"):
+            if not isinstance(getattr(self, name), int):
+                raise damaged(f"`{name}` is not a count")
+        if not isinstance(self.problems, list) or not isinstance(self.duplicates, list):
+            raise damaged("`problems` or `duplicates` is not a list")
 
     def files(self, out: str | os.PathLike[str], table: str) -> list[str]:
         return [str(Path(out) / f["path"]) for f in self.tables.get(table, [])]
 
 
-def _run(tasks: list[Task], out: Path, engine: str, client: Any, workers: int,
+def _run(tasks: list[Task], out: Path, engine: str, client: Any, workers: int | None,
          on_done: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = []
     if engine == "serial":
@@ -366,7 +533,7 @@ def _run(tasks: list[Task], out: Path, engine: str, client: Any, workers: int,
             results.append(write_chunk(task, out))
             on_done(results[-1])
     elif engine == "processes":
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 2) as pool:
             futures = [pool.submit(write_chunk, task, out) for task in tasks]
             for future in as_completed(futures):
                 results.append(future.result())
@@ -375,11 +542,14 @@ def _run(tasks: list[Task], out: Path, engine: str, client: Any, workers: int,
         import importlib
 
         distributed: Any = importlib.import_module("dask.distributed")
-        own = None
-        if client is None:
-            raise SurfaceLabError("engine='dask' needs a client or a scheduler address "
-                                  "(never Dask's threaded default)", code="usage")
-        if isinstance(client, str):
+        own = cluster = None
+        if client is None:  # like `Client()`: a local cluster, one process per core
+            # (the fold holds the GIL, so never threads: Dask's threaded default is slower
+            # than one process); Dask sizes it to the cores this process may use
+            cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1,
+                                               processes=True, dashboard_address=None)
+            own = client = distributed.Client(cluster)
+        elif isinstance(client, str):
             own = client = distributed.Client(client)
         try:
             futures = client.map(write_chunk, tasks, out=str(out), pure=False, retries=2)
@@ -389,10 +559,32 @@ def _run(tasks: list[Task], out: Path, engine: str, client: Any, workers: int,
         finally:
             if own is not None:
                 own.close()
+            if cluster is not None:
+                cluster.close()
     else:
         raise SurfaceLabError(f"unknown engine {engine!r}; use serial, processes or dask",
                               code="usage")
     return results
+
+
+def _duplicates(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every session id held by several sources: the copies one task resolved (one kept),
+    and ids kept more than once because their copies were in different tasks (another
+    date, or other agents' logs the planner cannot see into), told apart by key."""
+    found = [{"session_id": d["session_id"], "kept": [d["kept"]], "dropped": d["dropped"]}
+             for r in results for d in r["duplicates"]]
+    keys: dict[str, list[str]] = {}
+    for r in results:
+        for session_id, key in r["keys"]:
+            keys.setdefault(session_id, []).append(key)
+    resolved = {d["session_id"]: d for d in found}
+    for session_id, kept in keys.items():
+        if len(kept) > 1:
+            if session_id in resolved:
+                resolved[session_id]["kept"] = sorted(kept)
+            else:
+                found.append({"session_id": session_id, "kept": sorted(kept), "dropped": []})
+    return sorted(found, key=lambda d: d["session_id"])
 
 
 def to_parquet(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
@@ -407,25 +599,40 @@ def to_parquet(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[str
             imported. A bad session becomes a row with its problem, never a failed build.
         out: the output folder (`<table>/date=YYYY-MM-DD/part-*.parquet`, `manifest.json`).
         engine: "serial", "processes" (a local process pool) or "dask" (a
-            `dask.distributed` cluster given as `client`, a Client or a scheduler address).
-        workers: processes for the process engine (default: the CPU count).
+            `dask.distributed` cluster given as `client`, a Client or a scheduler address;
+            without one, a `LocalCluster` of one single-threaded worker per core).
+        workers: processes for the process engine, or workers of the local Dask cluster
+            (default: the CPU count).
         task_mb: about how much input one task reads (tasks hold whole sessions of one date).
         progress: show a progress bar over tasks.
+
+    Returns:
+        The manifest. One session id in several sources is resolved as the README's
+        "Many sessions" section says; `manifest.duplicates` lists each case.
+
+    Raises:
+        SurfaceLabError: `corpus-empty` when the sources hold no log (nothing is written).
     """
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
+    sources = list(sources)
+    tasks = plan_tasks(sources, task_mb=task_mb)
+    if not tasks:
+        named = ", ".join(str(s) for s in sources[:3]) + (", ..." if len(sources) > 3 else "")
+        raise SurfaceLabError(f"no session logs in {named or 'no sources'} (looked for "
+                              f"{', '.join(LOG_SUFFIXES)} files, SQLite databases and other "
+                              f"agents' logs); nothing written", code="corpus-empty")
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
     (root / MANIFEST).unlink(missing_ok=True)  # the build is uncommitted until it ends
     for stale in root.rglob(".part-*.tmp-*"):
         stale.unlink()
-    tasks = plan_tasks(sources, task_mb=task_mb)
     bar: Any = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(tasks), unit=" tasks", desc="corpus build")
-    results = _run(tasks, root, engine, client, workers or os.cpu_count() or 2,
+    results = _run(tasks, root, engine, client, workers,
                    lambda _: bar.update(1) if bar is not None else None)
     if bar is not None:
         bar.close()
@@ -440,7 +647,8 @@ def to_parquet(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[str
         tables={name: [r["files"][name] for r in results] for name in TABLES},
         sessions=sum(r["sessions"] for r in results),
         events=sum(r["files"]["events"]["rows"] for r in results),
-        problems=[p for r in results for p in r["problems"]], tasks=len(tasks), engine=engine)
+        problems=[p for r in results for p in r["problems"]], tasks=len(tasks), engine=engine,
+        duplicates=_duplicates(results))
     temporary = root / f".{MANIFEST}.tmp"
     temporary.write_text(json.dumps(asdict(manifest), indent=1))
     os.replace(temporary, root / MANIFEST)

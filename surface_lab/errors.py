@@ -21,6 +21,8 @@ class SurfaceLabError(Exception):
         seq: the seq of the event concerned, when known.
         event_type: the type of the event concerned, when known.
         detail: the message without its location prefix.
+        argument: the keyword argument of the call that settles the error, as the message
+            names it (e.g. "session_id"), so a front end can name its own option instead.
     """
 
     def __init__(
@@ -33,6 +35,7 @@ class SurfaceLabError(Exception):
         seq: int | None = None,
         event_type: str | None = None,
         detail: str | None = None,
+        argument: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -42,6 +45,7 @@ class SurfaceLabError(Exception):
         self.line = line
         self.seq = seq
         self.event_type = event_type
+        self.argument = argument
 
     def __str__(self) -> str:
         return self.message

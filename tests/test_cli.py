@@ -14,9 +14,11 @@ import pytest
 from builders import ev, user
 from store_contract import HEADER, chat
 
-from surface_lab import read_log
+from surface_lab import StorageError, read_log
 from surface_lab.cli import main
 from surface_lab.storage.jsonl import dumps_header, encode_events
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str], str]:
@@ -159,6 +161,18 @@ class TestRepairAndConvert:
         assert "nothing written" in err
         assert hashlib.sha256(path.read_bytes()).hexdigest() == before
 
+    def test_the_dry_run_hints_at_write_not_at_itself(
+            self, capsys: pytest.CaptureFixture[str]) -> None:
+        path = ROOT / "sample_logs" / "invalid-crash-tail.jsonl"
+        code, _, err = _run(capsys, "repair", str(path))
+        assert code == 0
+        assert "surface-lab repair" not in err
+        assert err.splitlines() == [
+            f"{path}:29: seq-gap: crash tail from line 29: 1 complete line(s) would be "
+            f"dropped (seq is 62, expected 61)",
+            f"{path}: 1 tail problem(s) to drop, 0 closer(s) to append; nothing written "
+            f"(add --write to commit the repair)"]
+
     def test_repair_write_commits_durably(self, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
         path = self._crashed(tmp_path)
@@ -192,3 +206,154 @@ class TestRepairAndConvert:
         assert _run(capsys, "convert", str(src), str(db))[0] == 0
         assert _run(capsys, "repair", "--write", str(db))[0] == 0
         assert [e["type"] for e in read_log(db).events[8:]] == ["step/end", "turn/end"]
+
+
+class TestUsage:
+    @pytest.mark.parametrize("argv", [["convert", "sample_logs/chat.jsonl"],
+                                      ["generate", "out", "--events", "-5"],
+                                      ["generate", "out", "--events", "many"],
+                                      ["corpus", "build", "src", "out", "--workers", "0"],
+                                      ["convert", "a.jsonl", "b.jsonl", "-o", "c.jsonl"]])
+    def test_usage_errors_exit_2_with_the_usage_line(
+            self, argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+            monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.chdir(ROOT)
+        try:
+            code = main(argv)
+        except SystemExit as exit_:  # argparse's own checks
+            code = int(str(exit_.code))
+        _, err = capsys.readouterr()
+        assert code == 2
+        assert err.startswith(f"usage: surface-lab {argv[0]}")
+        assert f"surface-lab {' '.join(argv[:2] if argv[0] == 'corpus' else argv[:1])}: " \
+               f"error: " in err
+        assert not (tmp_path / "out").exists()
+
+    def test_every_subcommand_has_a_description(self) -> None:
+        import argparse
+
+        from surface_lab.cli import _parser
+
+        def commands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+            found = []
+            for action in parser._actions:
+                if isinstance(action, argparse._SubParsersAction):
+                    for sub in action.choices.values():
+                        found += [sub, *commands(sub)]
+            return found
+
+        subs = commands(_parser())
+        assert len(subs) == 11  # the nine commands, corpus build and corpus sql
+        for sub in subs:
+            assert sub.description and len(sub.description) > 20, sub.prog
+            assert sub.description.split()[0] in sub.format_help(), sub.prog
+
+    def test_a_closed_pipe_ends_quietly(self, tmp_path: Path) -> None:
+        path = _log(tmp_path / "s.jsonl", encode_events(chat(3)))
+        proc = subprocess.Popen([sys.executable, "-m", "surface_lab.cli", "info", str(path)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # like `| head` that has already gone
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=120) == 1
+        assert err == ""
+
+
+class TestSessionOption:
+    def test_convert_picks_a_session_of_a_database(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        out = tmp_path / "chat.jsonl"
+        code, _, err = _run(capsys, "convert", str(ROOT / "sample_logs" / "sessions.db"),
+                            str(out), "--session", "chat")
+        assert code == 0 and "1 session(s), 61 events" in err
+        assert read_log(out).session_id == "chat"
+        assert read_log(out).events == read_log(ROOT / "sample_logs" / "sessions.db",
+                                                session_id="chat").events
+
+    def test_convert_output_option_names_the_destination(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        out = tmp_path / "chat.db"
+        code, _, err = _run(capsys, "convert", str(ROOT / "sample_logs" / "chat.jsonl"),
+                            "-o", str(out))
+        assert code == 0 and err.rstrip().endswith(f"-> {out}: 1 session(s), 61 events")
+        assert "None" not in err
+
+    @pytest.mark.parametrize("command", ["info", "surface", "repair"])
+    def test_errors_name_the_session_option(
+            self, command: str, capsys: pytest.CaptureFixture[str]) -> None:
+        db = str(ROOT / "sample_logs" / "sessions.db")
+        code, lines, _ = _run(capsys, command, db)
+        assert code == 1
+        assert lines == [f"{db}: error: holds 3 sessions; pick one with --session ID "
+                         f"('chat', 'max-tokens', 'tools-parallel')"]
+
+    def test_python_callers_still_read_the_argument_name(self) -> None:
+        with pytest.raises(StorageError, match="pick one with session_id"):
+            read_log(ROOT / "sample_logs" / "sessions.db")
+
+    def test_a_jsonl_destination_for_several_sessions_points_to_the_option(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        code, lines, _ = _run(capsys, "convert", str(ROOT / "sample_logs" / "sessions.db"),
+                              str(tmp_path / "all.jsonl"))
+        assert code == 1 and "pick one with --session ID" in lines[0]
+
+
+class TestGenerate:
+    def test_refuses_to_overwrite_files_without_force(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        out = tmp_path / "mine"
+        out.mkdir()
+        (out / "chat.jsonl").write_text("my own notes\n")
+        (out / "keep.txt").write_text("unrelated\n")
+        code, lines, _ = _run(capsys, "generate", str(out))
+        assert code == 1
+        assert lines == [f"{out}: error: already holds chat.jsonl; nothing written "
+                         f"(--force replaces them)"]
+        assert sorted(p.name for p in out.iterdir()) == ["chat.jsonl", "keep.txt"]
+        assert (out / "chat.jsonl").read_text() == "my own notes\n"
+        assert _run(capsys, "generate", str(out), "--force")[0] == 0
+        assert read_log(out / "chat.jsonl").session_id == "chat"
+        assert (out / "keep.txt").read_text() == "unrelated\n"
+
+    def test_writes_into_a_new_or_unrelated_folder(self, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+        from surface_lab.agent.samples import sample_file_names
+
+        code, lines, _ = _run(capsys, "generate", str(tmp_path / "new"))
+        assert code == 0
+        assert lines == [str(tmp_path / "new" / name) for name in sample_file_names()]
+
+    def test_a_large_session_is_not_overwritten_without_force(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        (tmp_path / "large-50.jsonl").write_text("mine\n")
+        code, lines, _ = _run(capsys, "generate", str(tmp_path), "--events", "50")
+        assert code == 1 and "already exists; nothing written (--force" in lines[0]
+        assert (tmp_path / "large-50.jsonl").read_text() == "mine\n"
+        assert _run(capsys, "generate", str(tmp_path), "--events", "50", "--force")[0] == 0
+        assert len(read_log(tmp_path / "large-50.jsonl").events) >= 50
+
+
+class TestInfoTimes:
+    def test_times_are_shown_as_iso_beside_milliseconds(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        path = _log(tmp_path / "s.jsonl", encode_events(
+            [{**e, "time": 1767225600000 + e["time"]} for e in chat(1)]))
+        code, lines, _ = _run(capsys, "info", str(path))
+        assert code == 0
+        assert "time_first:       1767225601000 (2026-01-01T00:00:01.000Z)" in lines
+        assert "time_last:        1767225601077 (2026-01-01T00:00:01.077Z)" in lines
+        info = json.loads(_run(capsys, "info", "--json", str(path))[1][0])
+        assert (info["time_first_utc"], info["time_last_utc"]) == (
+            "2026-01-01T00:00:01.000Z", "2026-01-01T00:00:01.077Z")
+
+
+def test_session_is_a_usage_error_for_an_imported_log(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trajectory = tmp_path / "run.trajectory.json"
+    trajectory.write_text(json.dumps({"schema_version": "ATIF-v1.7", "session_id": "s",
+                                      "steps": [{"step_id": 1, "source": "user",
+                                                 "message": "hi"}]}))
+    code = main(["convert", str(trajectory), str(tmp_path / "out.jsonl"), "--session", "s"])
+    assert code == 2
+    assert "--session picks a session of a store or database" in capsys.readouterr().err
+    assert not (tmp_path / "out.jsonl").exists()

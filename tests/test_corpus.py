@@ -3,6 +3,8 @@ the per-session frames, retries never duplicate, damaged sessions are rows of pr
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import threading
 import time
@@ -13,7 +15,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from surface_lab import corpus, read_log
+from surface_lab import SurfaceLabError, corpus, read_log
 from surface_lab.agent.samples import generate_corpus
 from surface_lab.cli import main
 from surface_lab.notebook import events_df
@@ -73,9 +75,15 @@ class TestEngines:
         assert manifest.tasks > 3
         assert _files(out) == _files(serial)
 
-    def test_dask_without_a_client_is_refused(self, logs: Path, tmp_path: Path) -> None:
-        with pytest.raises(Exception, match="needs a client"):
-            corpus.to_parquet(logs, tmp_path / "out", engine="dask")
+    def test_dask_without_a_scheduler_starts_a_local_cluster(
+            self, logs: Path, serial: Path, tmp_path: Path,
+            capsys: pytest.CaptureFixture[str]) -> None:
+        out = tmp_path / "out"
+        assert main(["corpus", "build", str(logs), str(out), "--engine", "dask",
+                     "--workers", "1", "--task-mb", "0.5"]) == 0
+        assert "(dask)" in capsys.readouterr().err
+        assert corpus.Manifest.load(out).engine == "dask"
+        assert _files(out) == _files(serial)
 
 
 class TestQueries:
@@ -185,7 +193,8 @@ class TestFailures:
             corpus.open(tmp_path)
 
     def test_other_agents_logs_and_databases_are_sources(self, tmp_path: Path) -> None:
-        shared = ROOT.parent / "shared" / "real_logs" / "other"
+        shared = Path(os.environ.get("SURFACE_LAB_SHARED", ROOT.parent / "shared")) / \
+            "real_logs" / "other"
         out = tmp_path / "out"
         manifest = corpus.to_parquet([shared, ROOT / "sample_logs" / "sessions.db"], out)
         c = corpus.open(out)
@@ -208,3 +217,103 @@ def test_memory_stays_flat_as_the_corpus_grows(tmp_path: Path) -> None:
 
     small, large = peak(6), peak(30)
     assert large < 2 * small  # batches stream: five times the sessions, not five times the memory
+
+
+class TestSourcesAndDuplicates:
+    @pytest.fixture(scope="class")
+    def samples(self, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+        out = tmp_path_factory.mktemp("samples") / "out"
+        return out, corpus.to_parquet(ROOT / "sample_logs", out, task_mb=0.001)
+
+    def test_every_row_keeps_its_source_and_session_key(self, samples: tuple[Path, Any]
+                                                        ) -> None:
+        out, _ = samples
+        c = corpus.open(out)
+        for table in corpus.TABLES:
+            bad = c.sql(f"select count(*) as n from {table} t where t.session_key <> "
+                        f"t.source || '#' || t.session_id or t.source is null")
+            assert int(bad["n"][0]) == 0, table
+        orphans = c.sql("select count(*) as n from events e anti join sessions s "
+                        "using (session_key)")
+        assert int(orphans["n"][0]) == 0
+        c.close()
+
+    def test_one_session_id_in_several_sources_is_kept_once(
+            self, samples: tuple[Path, Any]) -> None:
+        out, manifest = samples
+        c = corpus.open(out)
+        ids = c.sql("select session_id, count(*) as n, any_value(source) as source "
+                    "from sessions group by 1 order by 1")
+        assert set(ids["n"]) == {1}
+        chat = ids[ids["session_id"] == "chat"]["source"].iloc[0]
+        assert chat == str(ROOT / "sample_logs" / "chat.jsonl")
+        samples_dir = ROOT / "sample_logs"
+        assert {d["session_id"]: (d["kept"], d["dropped"]) for d in manifest.duplicates}[
+            "chat"] == ([f"{samples_dir / 'chat.jsonl'}#chat"],
+                        [f"{samples_dir / 'invalid-crash-tail.jsonl'}#chat",
+                         f"{samples_dir / 'sessions.db'}#chat"])
+        assert manifest.sessions == len(ids) == 12
+        c.close()
+
+    def test_joins_on_the_session_key_count_each_replace_once(
+            self, samples: tuple[Path, Any]) -> None:
+        out, _ = samples
+        c = corpus.open(out)
+        joined = c.sql("select s.session_id, count(*) as n from replaces r join sessions s "
+                       "using (session_key) group by 1 order by 1")
+        expected = {name: len(read_log(ROOT / "sample_logs" / f"{name}.jsonl")
+                              .fold.replacements)
+                    for name in ("long-compaction", "pruned-tool-results")}
+        assert expected == {"long-compaction": 7, "pruned-tool-results": 1}
+        assert dict(zip(joined["session_id"], joined["n"], strict=True)) == expected
+        c.close()
+
+    def test_copies_on_different_dates_are_kept_apart_and_warned_about(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        logs = tmp_path / "logs"
+        logs.mkdir()
+        chat = (ROOT / "sample_logs" / "chat.jsonl").read_bytes()
+        (logs / "a.jsonl").write_bytes(chat)
+        header, body = chat.split(b"\n", 1)
+        later = {**json.loads(header), "createdAt": json.loads(header)["createdAt"] + 86400000}
+        (logs / "b.jsonl").write_bytes(json.dumps(later).encode() + b"\n" + body)
+        out = tmp_path / "out"
+        assert main(["corpus", "build", str(logs), str(out), "--engine", "serial"]) == 0
+        err = capsys.readouterr().err
+        keys = [f"{logs / 'a.jsonl'}#chat", f"{logs / 'b.jsonl'}#chat"]
+        assert f"warning: session 'chat' is in 2 sources: kept {keys[0]}, {keys[1]}" in err
+        c = corpus.open(out)
+        assert c.sql("select session_key from sessions order by 1")["session_key"].tolist() \
+            == keys
+        c.close()
+
+
+class TestBuildCommand:
+    def test_an_empty_folder_fails_clearly_and_writes_nothing(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        (tmp_path / "empty").mkdir()
+        (tmp_path / "empty" / "notes.txt").write_text("not a log\n")
+        out = tmp_path / "out"
+        assert main(["corpus", "build", str(tmp_path / "empty"), str(out)]) == 1
+        captured = capsys.readouterr()
+        assert captured.out.startswith(f"corpus-empty: no session logs in {tmp_path / 'empty'}")
+        assert captured.err == ""  # and no progress bar
+        assert not out.exists()
+
+    def test_an_empty_build_keeps_the_previous_one(self, logs: Path, serial: Path,
+                                                   tmp_path: Path) -> None:
+        out = tmp_path / "out"
+        shutil.copytree(serial, out)
+        with pytest.raises(SurfaceLabError, match="no session logs"):
+            corpus.to_parquet(tmp_path / "nothing-*.jsonl", out)
+        assert corpus.Manifest.load(out).sessions == 24
+
+    def test_no_progress_bar_when_stderr_is_not_a_terminal(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        out = tmp_path / "out"
+        assert main(["corpus", "build", str(ROOT / "sample_logs" / "chat.jsonl"), str(out),
+                     "--engine", "serial"]) == 0
+        err = capsys.readouterr().err
+        assert err.splitlines() == [f"{out}: 1 sessions, 61 events in 1 tasks (serial); 0 "
+                                    f"session(s) with problems, 0 session id(s) in several "
+                                    f"sources"]

@@ -260,7 +260,8 @@ class TestWidget:
         session.append("user/message", user_msg(HOSTILE, "sum"), surface_op={
             "op": "replace", "start": 0, "end": 0}, source_event_seqs=[0])
         widget = ReplayWidget(session, figure=False)
-        for value in (widget.html.value, step_html(widget.replay.seek(0))):
+        for value in (widget.html.value, widget.snapshot_html(),
+                      step_html(widget.replay.seek(0))):
             assert "<script>" not in value and "<img src=x" not in value
             assert "&lt;script&gt;" in value
         report = audit_report(session, tmp_path)["html"].read_text()

@@ -1,6 +1,7 @@
 """MkDocs hook: nbconvert (which mkdocs-jupyter runs) reads its configuration from this
-folder too. Its one setting puts a widget's static HTML before the widget view: a page of
-the site has no kernel, so the replay widget shows its snapshot instead of nothing."""
+folder too. It puts a widget's static HTML before the widget view (a page of the site has
+no kernel, so the replay widget shows its snapshot instead of nothing) and gives each cell
+a timeout (nbclient has none by default), so a stuck cell fails the build."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ from itertools import count
 from pathlib import Path
 from typing import Any
 
+from ..errors import StorageError
 from ..events import Event
 from ..session import Session
 from ..storage.jsonl import JsonlStore, dumps_header, dumps_record, encode_events
@@ -220,10 +221,34 @@ def _mismatch_call_id(events: list[dict[str, Any]]) -> None:
                                                            "content": [block]}}}
 
 
-def generate_samples(out: str | Path) -> list[Path]:
+def sample_file_names() -> list[str]:
+    """The names `generate_samples` writes, in the order it writes them."""
+    return [*(f"{name}.jsonl" for name in SAMPLES), "legacy-linear.jsonl", "sessions.db",
+            *INVALID, "README.md"]
+
+
+def generate_samples(out: str | Path, *, overwrite: bool = True) -> list[Path]:
     """Write every sample log, the SQLite database, the invalid logs and the README into
-    `out` (created if needed; existing files of the same names are replaced)."""
+    `out` (created if needed).
+
+    Args:
+        out: the folder.
+        overwrite: replace existing files of the same names; when False, refuse before
+            writing anything if one exists.
+
+    Raises:
+        StorageError: `overwrite` is False and `out` already holds one of the names.
+    """
     out = Path(out)
+    if not overwrite:
+        taken = [name for name in sample_file_names() if (out / name).exists()
+                 or (out / name).is_symlink()]
+        if taken:
+            listed = ", ".join(taken[:3]) + (f" and {len(taken) - 3} more" if len(taken) > 3
+                                             else "")
+            raise StorageError(f"{out}: already holds {listed}; nothing written "
+                               f"(overwrite=True replaces them)", path=str(out),
+                               argument="overwrite")
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     sessions = {name: build() for name, (build, _) in SAMPLES.items()}

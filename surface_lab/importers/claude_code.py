@@ -164,6 +164,21 @@ class _Graph:
             kid != uuid and kid not in group and self.kids.get(kid)
             for member in group for kid in self.kids.get(member, []))
 
+    def continues(self, uuid: str) -> bool:
+        """True when a user or assistant record descends from `uuid`: the conversation
+        went on from it, so a dead-end record under it (a turn_duration, a hook summary)
+        does not make it a leaf."""
+        stack, seen = list(self.kids.get(uuid, [])), set()
+        while stack:
+            kid = stack.pop()
+            if kid in seen:
+                continue
+            seen.add(kid)
+            if self.records[kid].get("type") in ("user", "assistant"):
+                return True
+            stack += self.kids.get(kid, [])
+        return False
+
     def resolve(self, uuid: str) -> bool:
         """Look for a record in the other transcripts of the project folder (a session
         continued in a new file); True when it was found and its file indexed."""
@@ -325,8 +340,10 @@ def _with_parallel_siblings(g: _Graph, path: list[str]) -> tuple[list[str], int]
 def _default_leaf(g: _Graph) -> tuple[str | None, list[dict[str, Any]],
                                      list[dict[str, Any]]]:
     """Claude Code's resume rule: terminal records walked back to their nearest user or
-    assistant record, the latest wins; parallel tool results are not leaves. Returns the
-    main leaf, the main candidates and the sidechain (subagent) candidates."""
+    assistant record, the latest wins. Parallel tool results are not leaves, nor is a
+    record the conversation went on from (reached from a dead-end system record or
+    attachment under it). Returns the main leaf, the main candidates and the sidechain
+    (subagent) candidates."""
     candidates: dict[str, tuple[int, int]] = {}
     side: dict[str, tuple[int, int]] = {}
     for uuid in g.records:
@@ -341,7 +358,8 @@ def _default_leaf(g: _Graph) -> tuple[str | None, list[dict[str, Any]],
                 break
             at = parent
         record = g.records.get(at)
-        if record is None or record.get("type") not in ("user", "assistant"):
+        if record is None or record.get("type") not in ("user", "assistant") \
+                or (at != uuid and g.continues(at)):
             continue
         key = (parse_time(record.get("timestamp")) or 0, g.order[at])
         (side if record.get("isSidechain") else candidates)[at] = key
@@ -563,8 +581,9 @@ def _omissions(g: _Graph, b: Builder, on_path: set[str], subagent: bool) -> None
         if uuid in on_path or g.file[uuid] != g.path:
             continue
         kind = str(record.get("type"))
-        if kind == "progress":
-            reason = "not-model-visible"
+        if kind == "progress" or (kind == "system"
+                                  and record.get("subtype") != "compact_boundary"):
+            reason = "not-model-visible"  # never sent, on any branch
         elif bool(record.get("isSidechain")) != subagent:
             reason = "off-branch" if subagent else "sidechain"
         else:

@@ -143,5 +143,6 @@ def choose_session(ids: Sequence[str | None], session_id: str | None, where: str
         named = [repr(i) for i in ids if i is not None]
         listed = ", ".join(named[:10]) + (", ..." if len(named) > 10 else "")
         raise StorageError(f"{where}: holds {len(ids)} sessions; pick one with {option} "
-                           f"({listed})", path=where)
+                           f"({listed})", path=where,
+                           argument="session_id" if option == "session_id=" else None)
     return 0

@@ -119,6 +119,14 @@ class TestClaudeParallelToolCalls:
         assert [c["uuid"] for c in result.selection["leaves"]] == ["a4"]
         assert result.omitted == []
 
+    def test_a_dead_end_record_under_the_path_makes_no_leaf(self, tmp_path: Path) -> None:
+        records = [*_parallel_chained()[:-1],
+                   _claude("hook", "r3", "system", 7, subtype="stop_hook_summary"),
+                   _answer("a4", "r3", "msg-2", 8)]
+        result = import_claude_code(_write(tmp_path / "s.jsonl", records))
+        assert [c["uuid"] for c in result.selection["leaves"]] == ["a4"]
+        assert {r["id"]: r["reason"] for r in result.omitted} == {"hook": "not-model-visible"}
+
     def test_sibling_blocks_under_one_parent_are_recovered_too(self, tmp_path: Path) -> None:
         records = [
             _prompt("u1", None, "two reads", 0),
@@ -285,12 +293,12 @@ def test_every_line_of_a_branched_claude_file_is_imported_or_left_out_with_a_rea
     assert unaccounted_lines(result, path) == set()
     summary = result.omitted_summary()
     assert {k: v["count"] for k, v in summary.items()} == {
-        "not-model-visible": 1, "duplicate": 1, "off-branch": 4}
-    assert summary["off-branch"]["kinds"] == {"user": 1, "assistant": 2, "system": 1}
+        "not-model-visible": 2, "duplicate": 1, "off-branch": 3}
+    assert summary["off-branch"]["kinds"] == {"user": 1, "assistant": 2}
     assert {"not-model-visible", "duplicate", "off-branch"} <= _codes(result.notes)
     assert main(["convert", str(path), "-o", str(tmp_path / "out.jsonl")]) == 0
     printed = capsys.readouterr()
-    assert (f"{path}: note: off-branch: 4 record(s) left out: not on the imported branch"
+    assert (f"{path}: note: off-branch: 3 record(s) left out: not on the imported branch"
             in printed.out)
     assert "6 source record(s) left out (see the notes)" in printed.err
 
