@@ -23,9 +23,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .errors import StorageError, SurfaceLabError
+from .errors import SurfaceLabError
 from .reading.codec import read_log_bytes
-from .reading.paths import is_sqlite, refusal
+from .reading.paths import is_sqlite
 
 __all__ = ["SCHEMA_VERSION", "Corpus", "Task", "events", "map_sessions", "open", "plan_tasks",
            "to_parquet", "write_chunk"]
@@ -72,13 +72,9 @@ def _expand(sources: Iterable[str | os.PathLike[str]]) -> list[Path]:
     for source in sources:
         text = str(source)
         if any(ch in text for ch in "*?[") and not os.path.lexists(text):
-            found += [Path(p) for p in sorted(glob.glob(text, recursive=True))
-                      if refusal(Path(p)) is None]
+            found += [Path(p) for p in sorted(glob.glob(text, recursive=True))]
             continue
-        path = Path(text)
-        why = refusal(path)  # a FIFO, a device or a file under /proc is never opened
-        if why is not None:
-            raise StorageError(f"{path}: {why}", path=str(path))
+        path = Path(text)  # a FIFO or a device is never opened here: reading refuses it
         if path.is_dir() and detect_format(path) is None:
             for child in sorted(path.rglob("*")):
                 log_file = child.is_file() and ".cont-" not in child.name and (
