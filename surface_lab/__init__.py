@@ -13,31 +13,51 @@ from .errors import (
     UnsupportedFormatError,
 )
 from .events import KNOWN_TYPES, SESSION_FORMAT_VERSION, SURFACE_TYPES, Event
+from .evidence import LostEvidence, find_lost_evidence
+from .facts import DEFAULT_RULES, FactRules, Mention, facts_at_risk, find_mentions
 from .messages import DerivedMessages, derive_messages
+from .policies import Compact, MaskObservations, PolicyView, Prune, Rewrite, replay_policy
 from .reading.read import LogReading, read_log
 from .repair import interrupted_turn_closers
 from .session import Session
 from .surface import FoldResult, Plan, Replacement, fold_surface, plan_event
+from .tokens import count_tokens, hf_tokenizer, tiktoken_tokenizer
 
 __all__ = [
+    "DEFAULT_RULES",
     "KNOWN_TYPES",
     "SESSION_FORMAT_VERSION",
     "SURFACE_TYPES",
     "AdmissionError",
+    "Compact",
     "CorruptLogError",
     "DerivedMessages",
     "Event",
+    "FactRules",
     "FoldResult",
     "LogReading",
+    "LostEvidence",
+    "MaskObservations",
+    "Mention",
     "Plan",
+    "PolicyView",
+    "Prune",
     "Replacement",
+    "Rewrite",
     "Session",
     "StorageError",
     "SurfaceLabError",
     "UnsupportedFormatError",
+    "count_tokens",
     "derive_messages",
+    "facts_at_risk",
+    "find_lost_evidence",
+    "find_mentions",
     "fold_surface",
+    "hf_tokenizer",
     "interrupted_turn_closers",
     "plan_event",
     "read_log",
+    "replay_policy",
+    "tiktoken_tokenizer",
 ]

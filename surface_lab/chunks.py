@@ -10,9 +10,14 @@ from typing import Any
 from .events import ROW_TAGS, Event
 from .jsonvalue import MAX_SAFE_INTEGER, FrozenDict, as_int
 
-__all__ = ["MIN_PACKED_RUN", "RowError", "expand_row", "member_chunk", "pack_records"]
+__all__ = ["MAX_ROW_MEMBERS", "MIN_PACKED_RUN", "RowError", "expand_row", "member_chunk",
+           "pack_records"]
 
 MIN_PACKED_RUN = 3
+# Readers refuse a packed row of more members, before expanding it: a member costs ~5 bytes
+# on disk and ~600 in memory, so this bounds what one line can expand to. Writers split
+# longer runs. (The longest row in the real dsh logs has 29 members.)
+MAX_ROW_MEMBERS = 100_000
 
 _DELTA_OF_TAG = {
     "text-chunks": "text-delta",
@@ -83,13 +88,15 @@ def _row(run: Sequence[Event]) -> dict[str, Any]:
 
 def pack_records(events: Sequence[Event]) -> Iterator[Mapping[str, Any]]:
     """The records to write for `events`: each run of >= 3 consecutive packable chunks
-    becomes one packed row; every other event is written as it is."""
+    becomes one packed row (a longer run than `MAX_ROW_MEMBERS`, several); every other
+    event is written as it is."""
     i, n = 0, len(events)
     while i < n:
         key = _packable(events[i])
         j = i + 1
         if key is not None:
-            while (j < n and events[j]["seq"] == events[j - 1]["seq"] + 1
+            while (j < n and j - i < MAX_ROW_MEMBERS
+                   and events[j]["seq"] == events[j - 1]["seq"] + 1
                    and _packable(events[j]) == key):
                 j += 1
         if key is not None and j - i >= MIN_PACKED_RUN:
@@ -135,6 +142,9 @@ def expand_row(record: Mapping[str, Any], *, fixture: bool = False,
     if turn is None or step is None or index is None:
         raise RowError("turn, step and index must be integers")
     items, dt = data[items_key], data["dt"]
+    if isinstance(items, list) and len(items) > MAX_ROW_MEMBERS:  # before any expansion
+        raise RowError(f"a packed row has {len(items)} members, more than the limit of "
+                       f"{MAX_ROW_MEMBERS}")
     if not isinstance(items, list) or not items or not all(isinstance(x, str) for x in items):
         raise RowError(f"{items_key} must be a non-empty list of strings")
     if not isinstance(dt, list) or len(dt) != len(items) - 1:

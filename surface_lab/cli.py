@@ -4,6 +4,7 @@ or failed, 2 usage error. Bad input never prints a traceback."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -673,13 +674,37 @@ def _run_command(args: argparse.Namespace) -> int:
         return 130
     except BrokenPipeError:
         raise
+    except MemoryError:
+        pass  # reported below, once the frames holding the data have been released
     except Exception as err:  # the one place that turns any failure into one line
-        if args.debug:
-            traceback.print_exc()
-        _out(f"surface-lab: internal error: {type(err).__name__}: {err} "
-             f"(rerun with --debug for a traceback)", sys.stderr)
-        return 1
-    return code
+        if not _from_memory_error(err):
+            if args.debug:
+                traceback.print_exc()
+            _out(f"surface-lab: internal error: {type(err).__name__}: {err} "
+                 f"(rerun with --debug for a traceback)", sys.stderr)
+            return 1
+    else:
+        return code
+    with contextlib.suppress(MemoryError):  # a fixed text: writing it allocates little
+        sys.stderr.write(_OUT_OF_MEMORY)
+    return 1
+
+
+def _from_memory_error(err: BaseException) -> bool:
+    """Whether `err` comes of an exhausted memory (a C extension such as orjson may turn
+    a MemoryError into a SystemError whose cause it is)."""
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, MemoryError):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+_OUT_OF_MEMORY = ("surface-lab: out of memory: the input needs more memory than this process "
+                  "may use (the limits that bound it are in RELIABILITY.md)\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -26,12 +26,13 @@ from typing import Any
 from .errors import SurfaceLabError
 from .reading.codec import read_log_bytes
 from .reading.paths import is_sqlite
+from .storage.sqlite import ReadOnlyConnection
 
 __all__ = ["SCHEMA_VERSION", "Corpus", "Task", "events", "map_sessions", "open", "plan_tasks",
            "to_parquet", "write_chunk"]
 
-SCHEMA_VERSION = 2  # 2: session_key and source in every table
-TABLES = ("sessions", "events", "replaces", "replace_members", "mentions")
+SCHEMA_VERSION = 3  # 2: session_key and source in every table; 3: lost_evidence
+TABLES = ("sessions", "events", "replaces", "replace_members", "mentions", "lost_evidence")
 MANIFEST = "manifest.json"
 LOG_SUFFIXES = (".jsonl", ".jsonl.zstd", ".json")
 
@@ -135,14 +136,12 @@ def _database_refs(path: Path) -> list[SessionRef]:
     try:
         with SqliteStore(path, read_only=True):  # checks the schema before any query
             pass
-        uri = path.resolve().as_uri() + ("?mode=ro" if Path(f"{path}-wal").exists()
-                                         else "?immutable=1")
-        db = sqlite3.connect(uri, uri=True)
+        db = ReadOnlyConnection(path)
         try:
-            rows = db.execute(
+            rows = db.look(lambda c: c.execute(
                 "SELECT s.id, s.created_at, coalesce(sum(length(e.data)), 0) FROM sessions s "
                 "LEFT JOIN events e ON e.session_id = s.id GROUP BY s.id ORDER BY s.id"
-            ).fetchall()
+            ).fetchall())
         finally:
             db.close()
     except (SurfaceLabError, sqlite3.Error):
@@ -216,6 +215,7 @@ def _schemas() -> dict[str, Any]:
         "mentions": pa.schema([
             ("session_id", text), ("session_key", text), ("source", text),
             ("replace_seq", integer), ("ident", text)]),
+        "lost_evidence": _lost_evidence_schema(pa),
     }
 
 
@@ -326,7 +326,26 @@ def _session_columns(ref: SessionRef, log: Any, session_id: str, fmt: str,
         for ident in at_risk.get(seq, []):
             for column, value in (*ids.items(), ("replace_seq", seq), ("ident", ident)):
                 tables["mentions"][column].append(value)
+    _add_lost_evidence(tables["lost_evidence"], log, ids)
     return tables
+
+
+def _lost_evidence_schema(pa: Any) -> Any:
+    text, integer = pa.string(), pa.int64()
+    return pa.schema([
+        ("session_id", text), ("session_key", text), ("source", text), ("seq", integer),
+        ("kind", text), ("replace_seq", integer), ("hidden_seq", integer),
+        ("turn", integer), ("tool", text), ("detail", text), ("events_after", integer)])
+
+
+def _add_lost_evidence(table: dict[str, Any], log: Any, ids: dict[str, str]) -> None:
+    """The `lost_evidence` rows of one session: each action after a replace that shows
+    the agent needed what it hid (`surface_lab.evidence`)."""
+    from .evidence import find_lost_evidence
+
+    for found in find_lost_evidence(log.events, log.plans) if log.fold.replacements else []:
+        for column in table:
+            table[column].append(ids[column] if column in _KEYS else getattr(found, column))
 
 
 _KEYS = ("session_id", "session_key", "source")
@@ -414,7 +433,8 @@ def _task_tables(task: Task) -> tuple[dict[str, Any], list[_SessionTables],
 def _sort_key(name: str) -> list[tuple[str, str]]:
     keys = {"sessions": [], "events": ["seq"], "replaces": ["seq"],
             "replace_members": ["replace_seq", "shadowed_seq"],
-            "mentions": ["replace_seq", "ident"]}[name]
+            "mentions": ["replace_seq", "ident"],
+            "lost_evidence": ["seq", "replace_seq"]}[name]
     return [(k, "ascending") for k in ["session_id", "session_key", *keys]]
 
 
@@ -587,8 +607,8 @@ def to_parquet(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[str
                out: str | os.PathLike[str], *, engine: str = "serial", client: Any = None,
                workers: int | None = None, task_mb: float = 64,
                progress: bool = False) -> Manifest:
-    """Build a Parquet dataset of `sessions`, `events`, `replaces`, `replace_members` and
-    `mentions` (facts at risk) from many logs.
+    """Build a Parquet dataset of `sessions`, `events`, `replaces`, `replace_members`,
+    `mentions` (facts at risk) and `lost_evidence` (evidence of loss) from many logs.
 
     Args:
         sources: paths, globs, folders and SQLite databases; other agents' logs are

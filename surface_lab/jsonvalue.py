@@ -23,6 +23,7 @@ __all__ = [
 MAX_SAFE_INTEGER = 2**53 - 1
 # Deeper values are refused with a clean error rather than a RecursionError (SPEC 1).
 MAX_DEPTH = 400
+_WHERE_MAX = 120  # characters of a value's path kept in a NotJsonError
 
 
 def _read_only(self: object, *args: object, **kwargs: object) -> NoReturn:
@@ -74,6 +75,8 @@ class NotJsonError(ValueError):
     """A value is not JSON; `where` is a path such as `data.content[0].text`."""
 
     def __init__(self, where: str, reason: str) -> None:
+        if len(where) > _WHERE_MAX:  # a path 400 levels deep would make a kilobyte message
+            where = f"{where[:_WHERE_MAX // 2]}...{where[-_WHERE_MAX // 2:]}"
         super().__init__(f"{where}: {reason}")
         self.where = where
         self.reason = reason

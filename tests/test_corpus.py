@@ -18,7 +18,7 @@ import pytest
 from surface_lab import SurfaceLabError, corpus, read_log
 from surface_lab.agent.samples import generate_corpus
 from surface_lab.cli import main
-from surface_lab.notebook import events_df
+from surface_lab.notebook import events_df, lost_evidence_df
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -104,6 +104,19 @@ class TestQueries:
         assert members == int(shadowed["n"][0])  # each shadowed event has one member row
         assert c.sql("select count(*) as n from sessions")["n"][0] == 24
         c.close()
+
+    def test_the_lost_evidence_table_has_the_frame_s_rows(self, logs: Path,
+                                                        serial: Path) -> None:
+        frames = pd.concat([lost_evidence_df(p).assign(session_id=read_log(p).session_id)
+                            for p in sorted(logs.glob("*.jsonl"))], ignore_index=True)
+        c = corpus.open(serial)
+        table = c.sql("select session_id, seq, replace_seq, kind from lost_evidence "
+                      "order by 1, 2, 3")
+        c.close()
+        expected = frames.sort_values(["session_id", "seq", "replace_seq"])
+        assert len(table) == len(expected) > 0
+        assert table["kind"].tolist() == expected["kind"].astype(str).tolist()
+        assert table["seq"].tolist() == expected["seq"].tolist()
 
     def test_rows_are_sorted_and_partitioned_by_date(self, serial: Path) -> None:
         c = corpus.open(serial)

@@ -337,13 +337,13 @@ class TestAudit:
                        surface_op={"op": "replace", "start": 0, "end": 0},
                        source_event_seqs=[0])
         [row] = compaction_audit(session).to_dict("records")
-        assert row["facts_at_risk"] == sorted(["1234", "handle_request", "https://x.org/a"])
+        assert row["facts_at_risk"] == ["https://x.org/a", "line 1234", "handle_request"]
 
     def test_extract_facts(self) -> None:
         facts = extract_facts("read logs/build.log, call parseArgs(x), id 4242, v1.2\n"
                               "12: return 7")
-        assert facts >= {"logs/build.log", "parseArgs", "4242"}
-        assert not facts & {"12", "7", "1.2"}
+        assert facts >= {"logs/build.log", "parseArgs", "id 4242"}
+        assert not facts & {"12", "7", "1.2", "4242"}
 
     def test_a_mismatched_record_is_flagged(self) -> None:
         events = [dict(e) for e in read_log(COMPACTION_LOG).events]

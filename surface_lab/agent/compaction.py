@@ -23,6 +23,8 @@ __all__ = [
     "balanced_cuts",
     "estimate_tokens",
     "message_text",
+    "write_compaction",
+    "write_tool_result_rewrite",
 ]
 
 SUMMARY_PREAMBLE = (
@@ -166,38 +168,66 @@ class Compactor:
         if run is None:
             return False
         first, last = run
-        shadowed = nodes[first : last + 1]
-        shadowed_tokens = sum(tokens[first : last + 1])
         self.count += 1
-        compaction_id = f"cmp-{self.count}"
-        start = session.append("compaction/start", {"compactionId": compaction_id,
-                                                     "turn": turn})
-        try:
-            summary = self.summarizer.summarize([events[s] for s in shadowed])
-            summary_tokens = 4 + math.ceil(sum(len(b["text"]) for b in summary) / 4)
-            if summary_tokens >= shadowed_tokens:
-                raise SummaryError(f"the summary ({summary_tokens} tokens) is not smaller "
-                                   f"than the history it replaces ({shadowed_tokens} tokens)")
-        except SummaryError as err:
-            session.append("compaction/end", {"compactionId": compaction_id, "turn": turn,
-                                              "error": str(err)})
-            return False
-        recorded = session.append("compaction/summary", {
-            "compactionId": compaction_id, "summary": summary,
-            "shadowedRange": {"start": shadowed[0], "end": shadowed[-1]},
-            "shadowedSeqs": shadowed, "shadowedTokenCount": shadowed_tokens,
-            "provider": self.summarizer.provider, "model": self.summarizer.model,
-            "usage": {"inputTokens": shadowed_tokens, "outputTokens": summary_tokens}})
-        framed = [{"type": "text", "text": f"{SUMMARY_PREAMBLE}\n\n<compacted-summary>"},
-                  *summary, {"type": "text", "text": "</compacted-summary>"}]
-        session.append(
-            "user/message",
-            {"id": f"{compaction_id}-summary", "role": "user", "content": framed,
-             "source": {"kind": "plugin", "plugin": "compact", "compactionId": compaction_id}},
-            surface_op={"op": "replace", "start": shadowed[0], "end": shadowed[-1]},
-            source_event_seqs=[start["seq"], recorded["seq"], *shadowed])
-        session.append("compaction/end", {"compactionId": compaction_id, "turn": turn})
-        return True
+        return write_compaction(session, nodes[first : last + 1], self.summarizer,
+                                compaction_id=f"cmp-{self.count}", turn=turn,
+                                shadowed_tokens=sum(tokens[first : last + 1]))
+
+
+def write_compaction(session: Session, shadowed: Sequence[int], summarizer: Any, *,
+                     compaction_id: str, turn: int | None, shadowed_tokens: int) -> bool:
+    """Append the compaction of SPEC 9 that replaces the surface run `shadowed` (seqs, in
+    surface order) with a framed summary from `summarizer` (an object with
+    `summarize(events) -> blocks`, `provider` and `model`); a `SummaryError`, or a
+    summary not smaller than the run, ends the bracket with an error instead. True when
+    the replacement was committed."""
+    shadowed = list(shadowed)
+    events = session.events
+    start = session.append("compaction/start", {"compactionId": compaction_id, "turn": turn})
+    try:
+        summary = summarizer.summarize([events[s] for s in shadowed])
+        summary_tokens = 4 + math.ceil(sum(len(b["text"]) for b in summary) / 4)
+        if summary_tokens >= shadowed_tokens:
+            raise SummaryError(f"the summary ({summary_tokens} tokens) is not smaller "
+                               f"than the history it replaces ({shadowed_tokens} tokens)")
+    except SummaryError as err:
+        session.append("compaction/end", {"compactionId": compaction_id, "turn": turn,
+                                          "error": str(err)})
+        return False
+    recorded = session.append("compaction/summary", {
+        "compactionId": compaction_id, "summary": summary,
+        "shadowedRange": {"start": shadowed[0], "end": shadowed[-1]},
+        "shadowedSeqs": shadowed, "shadowedTokenCount": shadowed_tokens,
+        "provider": summarizer.provider, "model": summarizer.model,
+        "usage": {"inputTokens": shadowed_tokens, "outputTokens": summary_tokens}})
+    framed = [{"type": "text", "text": f"{SUMMARY_PREAMBLE}\n\n<compacted-summary>"},
+              *summary, {"type": "text", "text": "</compacted-summary>"}]
+    session.append(
+        "user/message",
+        {"id": f"{compaction_id}-summary", "role": "user", "content": framed,
+         "source": {"kind": "plugin", "plugin": "compact", "compactionId": compaction_id}},
+        surface_op={"op": "replace", "start": shadowed[0], "end": shadowed[-1]},
+        source_event_seqs=[start["seq"], recorded["seq"], *shadowed])
+    session.append("compaction/end", {"compactionId": compaction_id, "turn": turn})
+    return True
+
+
+def write_tool_result_rewrite(session: Session, seq: int, text: str, *,
+                              shadowed_tokens: int) -> Event:
+    """Append `compaction/prune` and the content-only rewrite of the surface tool result
+    `seq` to `text` (SPEC 9); returns the new tool/result."""
+    event = session.events[seq]
+    data = dict(event["data"])
+    message = dict(data["message"])
+    block = {**message["content"][0], "content": [{"type": "text", "text": text}]}
+    message["content"] = [block]
+    data["message"] = message
+    session.append("compaction/prune", {
+        "shadowedRange": {"start": seq, "end": seq}, "shadowedSeqs": [seq],
+        "shadowedTokenCount": shadowed_tokens})
+    return session.append("tool/result", data, surface_op={"op": "replace", "start": seq,
+                                                           "end": seq},
+                          source_event_seqs=[seq])
 
 
 @dataclass
@@ -209,6 +239,12 @@ class ToolResultPruner:
     head: int = 4096
     tail: int = 1024
     _checked: int = field(default=-1, init=False)
+
+    def rewrite(self, text: str) -> str:
+        """`text` cut to its head and tail around the one-line marker."""
+        cut = len(text) - self.head - self.tail
+        marker = f"\n[... {cut} characters pruned from the middle of this tool result ...]\n"
+        return text[: self.head] + marker + text[-self.tail :]
 
     def prune(self, session: Session) -> int:
         """Prune what is new on the surface since the last call; returns how many."""
@@ -222,21 +258,8 @@ class ToolResultPruner:
             text = message_text(event)
             if len(text) <= self.threshold:
                 continue
-            cut = len(text) - self.head - self.tail
-            marker = f"\n[... {cut} characters pruned from the middle of this tool result ...]\n"
-            data = event["data"].copy()
-            message = data["message"].copy()
-            block = {**message["content"][0],
-                     "content": [{"type": "text",
-                                  "text": text[: self.head] + marker + text[-self.tail :]}]}
-            message["content"] = [block]
-            data["message"] = message
-            session.append("compaction/prune", {
-                "shadowedRange": {"start": seq, "end": seq}, "shadowedSeqs": [seq],
-                "shadowedTokenCount": estimate_tokens(event)})
-            session.append("tool/result", data, surface_op={"op": "replace", "start": seq,
-                                                            "end": seq},
-                           source_event_seqs=[seq])
+            write_tool_result_rewrite(session, seq, self.rewrite(text),
+                                      shadowed_tokens=estimate_tokens(event))
             pruned += 1
         self._checked = session.seq - 1
         return pruned

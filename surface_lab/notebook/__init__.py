@@ -13,26 +13,38 @@ from .frames import (
 )
 from .plots import plot_shadowing, plot_surface_size, plot_visibility
 from .replay import Replay
+from .research import (
+    PolicyComparison,
+    compare_policies,
+    lost_evidence_df,
+    plot_policies,
+    tokens_df,
+)
 from .source import LogData, load_source
 from .widgets import ReplayWidget
 
 __all__ = [
     "SCHEMAS",
     "LogData",
+    "PolicyComparison",
     "Replay",
     "ReplayWidget",
     "audit_report",
     "compaction_audit",
+    "compare_policies",
     "events_df",
     "extract_facts",
     "failed_compactions",
     "load_source",
+    "lost_evidence_df",
     "messages_df",
+    "plot_policies",
     "plot_shadowing",
     "plot_surface_size",
     "plot_visibility",
     "replacements_df",
     "schema_table",
     "surface_df",
+    "tokens_df",
     "visibility_df",
 ]

@@ -6,14 +6,15 @@ from __future__ import annotations
 import base64
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from ..messages import message_text
+from ..evidence import find_lost_evidence
+from ..facts import DEFAULT_RULES, FactRules, facts_at_risk, find_mentions
 from ..surface import REPLACE, apply_plan
 from .frames import brackets, replacements_df
 from .plots import figure_png, plot_shadowing, plot_surface_size
@@ -22,37 +23,18 @@ from .source import LogData, load_source
 
 __all__ = ["audit_report", "compaction_audit", "extract_facts", "failed_compactions"]
 
-_FACT_PATTERNS = {
-    "url": re.compile(r"https?://[^\s<>\"')\]]+"),
-    "path": re.compile(r"(?<![\w/])(?:[\w.-]+/)+[\w.-]*\w|\b[\w-]+\.(?:py|js|ts|md|txt|json|"
-                       r"jsonl|log|ya?ml|toml|rs|go|c|h|cpp|java|sh|html|css|sql|csv|o)\b"),
-    "symbol": re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*(?=\()|\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b"
-                         r"|\b[a-z]+[A-Z][A-Za-z0-9]*\b|\b[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*\b"),
-    # 3+ digits, not a "12:" line-number prefix of tool output
-    "number": re.compile(r"(?<![\w.])\d{3,}(?:\.\d+)?(?![\w.:])"),
-}
+def extract_facts(text: str, *, rules: FactRules = DEFAULT_RULES) -> set[str]:
+    """The mentions `rules` find in `text` (see `surface_lab.facts`), as a set."""
+    return {m.text for m in find_mentions(text, rules=rules)}
 
 
-def extract_facts(text: str) -> set[str]:
-    """Identifiers a summary should keep: URLs, file paths, code symbols, and numbers of
-    three or more digits (not the `12:` line numbers of tool output)."""
-    urls = _FACT_PATTERNS["url"]
-    facts = {m.group(0) for m in urls.finditer(text)}
-    rest = urls.sub(" ", text)  # a URL's parts are not paths or symbols of their own
-    for name, pattern in _FACT_PATTERNS.items():
-        if name != "url":
-            facts.update(m.group(0) for m in pattern.finditer(rest))
-    return facts
-
-
-def _texts(log: LogData, seqs: Iterable[int]) -> str:
-    return "\n".join(message_text(log.events[s]) for s in seqs)
-
-
-def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True) -> Any:
+def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True,
+                     rules: FactRules = DEFAULT_RULES) -> Any:
     """One row per replace: the `replacements_df` columns plus `shadowed_type_counts`,
-    `facts_at_risk` (identifiers in the shadowed content found neither in the replacement
-    nor in the rest of the surface just after it), `n_at_risk` and `saved_tokens`.
+    `facts_at_risk` (mentions `rules` find in the shadowed content, noise removed, that
+    neither the replacement nor the rest of the surface just after it shows; best
+    first), `n_at_risk`, `saved_tokens` and `lost_evidence` (how many later actions show
+    the agent needed what this replace hid: `lost_evidence_df`).
     `recorded_matches` is False where a trace's shadowedSeqs disagree with the fold."""
     log = load_source(source, strict=strict, progress=progress)
     frame = replacements_df(log) if strict else replacements_df(log, strict=False)[0]
@@ -69,20 +51,18 @@ def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True)
     for plan in log.plans:
         nodes = apply_plan(nodes, plan)
         for seq in wanted.get(plan.seq, []):
-            hidden = extract_facts(_texts(log, log.plans[seq].shadowed))
-            kept = extract_facts(_texts(log, nodes))  # the replacement and the rest
-            at_risk[seq] = sorted(hidden - kept, key=_natural)
+            at_risk[seq] = [m.text for m in facts_at_risk(  # kept: the replacement and the rest
+                [log.events[s] for s in log.plans[seq].shadowed],
+                [log.events[s] for s in nodes], rules=rules)]
     frame = frame.copy()
     frame["shadowed_type_counts"] = [dict(Counter(types)) for types in frame["shadowed_types"]]
     frame["facts_at_risk"] = [at_risk[int(seq)] for seq in frame["seq"]]
     frame["n_at_risk"] = frame["facts_at_risk"].map(len).astype("int64")
     frame["saved_tokens"] = (frame["tokens_before"] - frame["tokens_after"]).astype("int64")
+    lost = Counter(e.replace_seq for e in find_lost_evidence(log.events, log.plans))
+    frame["lost_evidence"] = pd.Series([lost[int(s)] for s in frame["seq"]], dtype="int64",
+                                       index=frame.index)
     return frame if strict else (frame, log.problems)
-
-
-def _natural(text: str) -> list[Any]:
-    """Sort key that puts handler_2 before handler_10."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
 
 
 def failed_compactions(source: Any) -> list[dict[str, Any]]:
@@ -99,14 +79,15 @@ def failed_compactions(source: Any) -> list[dict[str, Any]]:
 
 def _summary_table(audit: pd.DataFrame) -> str:
     header = (f"{'seq':>6} {'kind':<10} {'id':<10} {'hid':>4} {'tokens':>15} "
-              f"{'at risk':>7}  replays")
+              f"{'at risk':>7} {'redone':>6}  replays")
     rows = [header, "-" * len(header)]
     for row in _records(audit):
         replays = "-" if pd.isna(row["recorded_matches"]) else (
             "yes" if row["recorded_matches"] else "NO")
         tokens = f"{row['tokens_before']} -> {row['tokens_after']}"
         rows.append(f"{row['seq']:>6} {row['kind']:<10} {_text(row['compaction_id']):<10} "
-                    f"{row['n_shadowed']:>4} {tokens:>15} {row['n_at_risk']:>7}  {replays}")
+                    f"{row['n_shadowed']:>4} {tokens:>15} {row['n_at_risk']:>7} "
+                    f"{row['lost_evidence']:>6}  {replays}")
     return "\n".join(rows)
 
 
@@ -179,10 +160,13 @@ def _report_html(log: LogData, audit: pd.DataFrame, failed: list[dict[str, Any]]
              "<p style='max-width:900px;color:#444'>A <b>replace</b> puts one event in the "
              "place of a run of the surface (what the model sees); the entries it removes are "
              "<b>shadowed</b>: still in the log, no longer sent to the model. <b>Facts at "
-             "risk</b> are identifiers (paths, URLs, code symbols, numbers) in the shadowed "
-             "entries that neither the replacement nor the rest of the surface still "
-             "mentions. <b>Replays</b> says whether the entries a compaction recorded as "
-             "shadowed are exactly the ones the fold removes.</p>"]
+             "risk</b> are mentions (paths, URLs, errors, decisions, symbols; counters, "
+             "ids and repeated log lines left out) in the shadowed entries that neither the "
+             "replacement nor the rest of the surface still shows. <b>Redone</b> counts "
+             "the later actions that show the agent needed what a replace hid (a repeated "
+             "call, the same file again, a question asked again). <b>Replays</b> says "
+             "whether the entries a compaction recorded as shadowed are exactly the ones "
+             "the fold removes.</p>"]
     mismatched = audit[audit["recorded_matches"].fillna(True).eq(False)]
     if len(mismatched):
         parts.append(f"<p class='bad'>{len(mismatched)} recorded decision(s) do not replay: "
@@ -210,7 +194,8 @@ def _report_html(log: LogData, audit: pd.DataFrame, failed: list[dict[str, Any]]
             f"{esc(_n(row['n_shadowed'], 'entry'))} "
             f"({esc(_counts(row['shadowed_type_counts']))}) · {esc(row['tokens_before'])} → "
             f"{esc(row['tokens_after'])} tokens · {esc(row['n_at_risk'])} facts at risk"
-            f"</summary><p>Recorded decision replays: {esc(replays)}. Facts at risk: "
+            f" · {esc(row['lost_evidence'])} redone</summary><p>Recorded decision "
+            f"replays: {esc(replays)}. Facts at risk: "
             f"<code>{esc(risk)}</code></p><p><b>Replaced by</b></p>"
             + message_card(events[int(row["seq"])], tags=("replacement",))
             + "<p><b>Shadowed</b></p>"

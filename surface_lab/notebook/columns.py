@@ -16,6 +16,10 @@ ROLES = ["system", "user", "assistant"]
 OPS = ["append", "replace"]
 STATES = ["not yet", "visible", "replacement", "shadowed"]
 KINDS = ["compaction", "prune", "rollback", "replace"]
+EVIDENCE = ["repeated-call", "same-target", "re-asked"]
+USAGE_SOURCES = ["message", "chunk"]
+TOKEN_SOURCES = ["usage", "tokenizer", "estimate"]
+FLOAT = "float64"
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,69 @@ SCHEMAS: dict[str, list[Column]] = {
         Column("block_types", OBJ, "list of the content block types"),
         Column("text", TEXT, "the whole message text"),
         *_SIZES,
+    ],
+    "lost_evidence": [
+        Column("seq", INT, "the assistant message whose action shows hidden content was "
+                           "needed"),
+        Column("kind", _cat(EVIDENCE), "repeated-call (same tool, same arguments as a call "
+                                       "whose result was hidden), same-target (same tool "
+                                       "on a file or command a hidden result was about) "
+                                       "or re-asked (a question naming something a "
+                                       "hidden user or context message said)"),
+        Column("replace_seq", INT, "the replace that hid the earlier content"),
+        Column("replace_kind", _cat(KINDS), "its kind, as in replacements_df"),
+        Column("hidden_seq", INT, "the hidden event (tool result or user message)"),
+        Column("turn", NINT, "data.turn of the acting message"),
+        Column("tool", TEXT, "the tool called (NA for a question)"),
+        Column("arguments", TEXT, "the call's arguments, or the question"),
+        Column("detail", TEXT, "what matched: the arguments, the shared target or the "
+                               "mention"),
+        Column("events_after", INT, "events between the replace and the action"),
+    ],
+    "tokens": [
+        Column("seq", INT, "the assistant message a model request produced"),
+        Column("turn", NINT, "data.turn"),
+        Column("step", NINT, "data.step"),
+        Column("surface_entries", INT, "entries on the surface the request was sent with"),
+        Column("estimated_tokens", INT, "their tokens by the 4-characters estimate"),
+        Column("tokenizer_tokens", NINT, "their tokens by the tokenizer= given (NA without)"),
+        Column("recorded_input_tokens", NINT, "input tokens the log recorded (usage)"),
+        Column("recorded_output_tokens", NINT, "output tokens the log recorded"),
+        Column("cache_read_tokens", NINT, "cache-read input tokens recorded"),
+        Column("cache_write_tokens", NINT, "cache-write input tokens recorded"),
+        Column("usage_source", _cat(USAGE_SOURCES), "where the usage came from: the "
+                                                    "message's usage field or a usage "
+                                                    "chunk it cites (NA: none recorded)"),
+        Column("input_tokens", INT, "the best figure for the request's input"),
+        Column("input_source", _cat(TOKEN_SOURCES), "which source input_tokens came from: "
+                                                    "usage (input + cache read + cache "
+                                                    "write), tokenizer or estimate"),
+    ],
+    "policies": [
+        Column("policy", TEXT, "the policy's name (recorded: the log as it happened)"),
+        Column("events", INT, "events in its log"),
+        Column("requests", INT, "model requests (assistant messages)"),
+        Column("replaces", INT, "replaces committed"),
+        Column("compactions", INT, "replaces by a summary"),
+        Column("prunes", INT, "tool-result rewrites (prunes and masks)"),
+        Column("failed_compactions", INT, "compactions that ended with an error"),
+        Column("peak_tokens", INT, "the largest surface a request was sent with"),
+        Column("mean_tokens", FLOAT, "the mean surface a request was sent with"),
+        Column("total_tokens", INT, "the surfaces of all requests added up (input cost)"),
+        Column("tokens_source", TEXT, "tokenizer or estimate: how the surfaces were counted"),
+        Column("recorded_input_tokens", NINT, "the usage's input tokens added up (the "
+                                              "recorded policy only; NA when not logged)"),
+        Column("facts_at_risk", INT, "facts at risk over all replaces (compaction_audit)"),
+        Column("lost_evidence", INT, "actions showing hidden content was needed "
+                                     "(lost_evidence_df)"),
+    ],
+    "policy_steps": [
+        Column("policy", TEXT, "the policy's name"),
+        Column("request", INT, "the model request's index (the same actions in every "
+                               "policy)"),
+        Column("seq", INT, "the assistant message of that request in the policy's log"),
+        Column("tokens", INT, "the surface the request was sent with"),
+        Column("tokens_source", _cat(TOKEN_SOURCES), "tokenizer or estimate"),
     ],
     "visibility": [
         Column("step", INT, "events applied so far (step k = just after event k)"),

@@ -11,9 +11,10 @@ import json
 import os
 import re
 import stat
+import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import IO, Any, Literal, NamedTuple
 
 import orjson
 
@@ -30,8 +31,11 @@ __all__ = [
     "PROGRESS_EVERY",
     "BadLine",
     "Committed",
+    "Intent",
+    "IntentOutcome",
     "Progress",
     "has_long_digits",
+    "intent_outcome",
     "lock_path",
     "open_regular",
     "parse_line",
@@ -47,8 +51,11 @@ __all__ = [
 
 # A line longer than this is refused as unparsable rather than loaded (bounded memory).
 MAX_LINE_BYTES = 64 * 1024 * 1024
-MAX_DECOMPRESSED_BYTES = 4 * 1024**3
-ZSTD_PIECE = 4096  # compressed bytes fed at a time: at most ~128 MiB of output each
+# A zstd log is refused past this much output: bounded memory, whatever a frame claims.
+MAX_DECOMPRESSED_BYTES = 1024**3
+# Compressed bytes fed at a time: a zstd block of 4 bytes can expand to 128 KiB, so a piece
+# gives at most 8 MiB of output before the limit is checked again.
+ZSTD_PIECE = 256
 # Every digit becomes "0" and every other byte "x": a run of 19 digits is then a plain
 # substring search, several times faster than a regular expression over a large log.
 _DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= b <= 0x39 else 0x78 for b in range(256))
@@ -109,8 +116,11 @@ def open_regular(path: Path) -> IO[bytes]:
 def read_log_bytes(path: Path) -> tuple[bytes, bool]:
     """The decompressed bytes of a log file and whether a zstd frame was torn.
 
-    zstd input is fed in small pieces so that a decompression bomb is refused once the
-    output passes `MAX_DECOMPRESSED_BYTES`, whatever the frames claim about their size.
+    A zstd log is refused (`log-corrupt`) as soon as its output would pass
+    `MAX_DECOMPRESSED_BYTES`: before a frame is decompressed when its header declares a
+    size that does not fit, and otherwise while decompressing, in pieces of `ZSTD_PIECE`
+    compressed bytes (at most 8 MiB of output each), whatever the frames claim. The
+    output is gathered in one buffer, so the peak is about twice the output.
     """
     with open_regular(path) as f:
         raw = f.read()
@@ -118,31 +128,39 @@ def read_log_bytes(path: Path) -> tuple[bytes, bool]:
         return raw, False
     import zstandard
 
+    def too_big(size: int) -> CorruptLogError:
+        return CorruptLogError(
+            f"the decompressed log would exceed the limit of {MAX_DECOMPRESSED_BYTES} bytes "
+            f"({size} bytes or more)", code="log-corrupt", path=str(path))
+
     dctx = zstandard.ZstdDecompressor()
-    frames: list[bytes] = []
-    total = 0
-    rest = memoryview(raw)
-    while rest:
+    out = bytearray()
+    view = memoryview(raw)
+    start = 0  # where the next frame starts in the file
+    while start < len(raw):
+        committed = len(out)  # the end of the last whole frame
+        with contextlib.suppress(zstandard.ZstdError):
+            declared = zstandard.get_frame_parameters(view[start : start + 18]).content_size
+            if declared != zstandard.CONTENTSIZE_UNKNOWN and \
+                    committed + declared > MAX_DECOMPRESSED_BYTES:
+                raise too_big(committed + declared)
         dobj = dctx.decompressobj()
-        frame: list[bytes] = []
-        offset = 0
+        fed = start
         try:
-            while not dobj.eof and offset < len(rest):
-                frame.append(dobj.decompress(bytes(rest[offset : offset + ZSTD_PIECE])))
-                offset += ZSTD_PIECE
-                total += len(frame[-1])
-                if total > MAX_DECOMPRESSED_BYTES:
-                    raise CorruptLogError(
-                        f"decompressed log exceeds the limit of {MAX_DECOMPRESSED_BYTES} "
-                        f"bytes", code="log-corrupt", path=str(path))
+            while not dobj.eof and fed < len(raw):
+                out += dobj.decompress(view[fed : fed + ZSTD_PIECE])
+                fed = min(fed + ZSTD_PIECE, len(raw))
+                if len(out) > MAX_DECOMPRESSED_BYTES:
+                    raise too_big(len(out))
         except zstandard.ZstdError:
-            return b"".join(frames), True
+            del out[committed:]
+            return bytes(out), True
         if not dobj.eof:  # the final frame was cut short: nothing in it counts
-            return b"".join(frames), True
-        frames.append(b"".join(frame))
-        # The next frame starts with what the last piece held past this one's end.
-        rest = memoryview(dobj.unused_data + bytes(rest[offset:]))
-    return b"".join(frames), False
+            del out[committed:]
+            return bytes(out), True
+        # The last piece may have held the start of the next frame.
+        start = fed - len(dobj.unused_data)
+    return bytes(out), False
 
 
 class BadLine(Exception):
@@ -193,33 +211,29 @@ def scan_bytes(data: bytes, path: str, *, torn_frame: bool = False,
     if not data or b"\n" not in data:
         raise CorruptLogError("empty or header-less log", code="log-corrupt", path=path,
                               line=1)
-    lines = data.split(b"\n")
-    fragment = lines.pop()
+    # Lines are found one at a time (no list of every line: a log of 64M newlines would
+    # make one), and a crash tail is searched in C, not line by line.
+    complete = data.count(b"\n")
+    fragment = data[data.rfind(b"\n") + 1 :]
+    offset = data.find(b"\n") + 1
     try:
-        header = parse_line(lines[0])
+        header = parse_line(data[: offset - 1])
     except BadLine as bad:
         raise CorruptLogError(f"header line: {bad.message}", code=bad.code, path=path,
                               line=1) from None
     scan = Scan(path=path, header=header)
     # One search of the whole file tells whether any line needs the exact-integer parse.
     long_digits = has_long_digits(data)
-    offset = len(lines[0]) + 1
     good_end = offset
     fixture: bool | None = None
     first_bad: tuple[int, BadLine] | None = None
-    dropped = 0
-    for index in range(1, len(lines)):
+    for index in range(1, complete):
         if progress is not None and index % PROGRESS_EVERY == 0:
-            progress(index, len(lines))
+            progress(index, complete)
         line_no = index + 1
-        line = lines[index]
-        offset += len(line) + 1
-        if first_bad is not None:
-            dropped += 1
-            with contextlib.suppress(BadLine):
-                if parse_line(line).get("type") == "turn/end":
-                    _corrupt_after_bad(path, first_bad, line_no)
-            continue
+        end = data.find(b"\n", offset)
+        line = data[offset:end]
+        offset = end + 1
         try:
             record = parse_line(line, long_digits=long_digits)
             kind = record.get("type")
@@ -258,7 +272,8 @@ def scan_bytes(data: bytes, path: str, *, torn_frame: bool = False,
             first_bad = (line_no, bad)
             if isinstance(bad.record, dict) and bad.record.get("type") == "turn/end":
                 _corrupt_after_bad(path, first_bad, line_no)
-            continue
+            _check_crash_tail(data, offset, line_no, path, first_bad)
+            break
         scan.events.extend(members)
         scan.lines.extend([line_no] * len(members))
         good_end = offset
@@ -266,7 +281,8 @@ def scan_bytes(data: bytes, path: str, *, torn_frame: bool = False,
         bad_line, bad_record = first_bad
         scan.problems.append(Problem(
             "error", bad_record.code,
-            f"crash tail from line {bad_line}: {dropped + 1} complete line(s) would be dropped "
+            f"crash tail from line {bad_line}: {complete - bad_line + 1} complete line(s) "
+            f"would be dropped "
             f"({bad_record.message}); run surface-lab repair",
             path, bad_line))
         scan.truncate_at = good_end
@@ -274,9 +290,30 @@ def scan_bytes(data: bytes, path: str, *, torn_frame: bool = False,
         scan.problems.append(Problem(
             "note", "torn-tail",
             f"a torn final fragment ({len(fragment)} bytes without a newline) is ignored",
-            path, len(lines) + 1))
+            path, complete + 1))
         scan.truncate_at = good_end
     return scan
+
+
+# The shortest line that can record a turn/end: `{"type":"turn/end"}`.
+_MAYBE_TURN_END = re.compile(rb"[^\n]{19,}\n")
+
+
+def _check_crash_tail(data: bytes, start: int, bad_line: int, path: str,
+                      first_bad: tuple[int, BadLine]) -> None:
+    """Refuse a crash tail (the complete lines from byte `start` on, after the bad line
+    `bad_line`) in which a line records a turn/end. Only lines long enough to hold one are
+    parsed, found by a regular expression, so the cost is bounded by the bytes."""
+    line_no, counted = bad_line + 1, start
+    # Up to the last line break: a torn final fragment is no line (and no backtracking).
+    for match in _MAYBE_TURN_END.finditer(data, start, data.rfind(b"\n") + 1):
+        line_no += data.count(b"\n", counted, match.start())
+        counted = match.start()
+        if match.end() - match.start() - 1 > MAX_LINE_BYTES:
+            continue  # refused unparsed, as parse_line would
+        with contextlib.suppress(BadLine):
+            if parse_line(data[match.start() : match.end() - 1]).get("type") == "turn/end":
+                _corrupt_after_bad(path, first_bad, line_no)
 
 
 def _corrupt_after_bad(path: str, first_bad: tuple[int, BadLine], line_no: int) -> None:
@@ -287,14 +324,51 @@ def _corrupt_after_bad(path: str, first_bad: tuple[int, BadLine], line_no: int) 
         f"so this is not a crash tail", code=bad.code, path=path, line=bad_line)
 
 
-_INTENT = re.compile(rb"pending (\d+) (\d+)\n")
+_INTENT = re.compile(rb"pending (\d+) (\d+)(?: ([0-9a-f]{8}))?\n")
+
+
+class Intent(NamedTuple):
+    """An append's announcement: bytes `[start, end)` of the log, with the CRC-32 of the
+    batch (None in the announcements of older versions, which had none)."""
+
+    start: int
+    end: int
+    crc: int | None
+
+
+IntentOutcome = Literal["done", "unfinished", "unexplained"]
+
+
+def intent_outcome(intent: Intent, size: int, announced: Callable[[], bytes]) -> IntentOutcome:
+    """What an announced append left in a log of `size` bytes; `announced` gives the log's
+    bytes `[start, end)` when they are needed.
+
+    * `done`: the log holds exactly the announced bytes at `[start, end)` (the writer died
+      after its fsync, before clearing the announcement; what follows is later appends),
+      or it is no longer than `start` (nothing of the batch is there).
+    * `unfinished`: the log ends inside the range, or at `end` with other bytes than the
+      announced ones (a write the fsync never covered): the batch is dropped.
+    * `unexplained`: the log goes on past `end` but `[start, end)` is not the announced
+      batch (or an older announcement without a CRC cannot tell): something else wrote
+      there, so nothing is dropped and the log is refused rather than guessed at.
+    """
+    start, end, crc = intent
+    if size <= start:
+        return "done"
+    if size < end:
+        return "unfinished"
+    if crc is None:
+        return "done" if size == end else "unexplained"
+    if zlib.crc32(announced()) == crc:
+        return "done"
+    return "unfinished" if size == end else "unexplained"
 
 
 def lock_path(log: Path) -> Path:
     return log.with_name(log.name + ".lock")
 
 
-def read_intent(log: Path) -> tuple[int, int] | None:
+def read_intent(log: Path) -> Intent | None:
     """The byte range `[start, end)` an append announced in the lock file and has not
     finished, if any. Appends write it (and fsync it) before the data and clear it after
     the data is fsynced, so a batch cut short by a crash is never taken as committed."""
@@ -302,7 +376,11 @@ def read_intent(log: Path) -> tuple[int, int] | None:
         match = _INTENT.fullmatch(lock_path(log).read_bytes())
     except OSError:
         return None
-    return (int(match.group(1)), int(match.group(2))) if match else None
+    if match is None:
+        return None
+    crc = match.group(3)
+    return Intent(int(match.group(1)), int(match.group(2)),
+                  int(crc, 16) if crc is not None else None)
 
 
 class Committed(NamedTuple):
@@ -310,7 +388,7 @@ class Committed(NamedTuple):
 
     data: bytes
     torn_frame: bool  # a zstd frame was cut short
-    unfinished: tuple[int, int] | None  # the byte range of an append still announced
+    unfinished: Intent | None  # an append still announced
 
 
 _SNAPSHOT_TRIES = 5
@@ -346,12 +424,22 @@ def read_committed(path: Path) -> Committed:
 
 
 def scan_committed(log: Committed, path: str, progress: Progress | None = None) -> Scan:
-    """`scan_bytes` of committed bytes, an unfinished append dropped with a note."""
+    """`scan_bytes` of committed bytes: an unfinished append dropped with a note, one
+    that cannot be explained refused (`intent_outcome`)."""
     data, torn, intent = log
-    if intent is None or len(data) == intent[1] or len(data) < intent[0]:
+    outcome = None if intent is None else intent_outcome(
+        intent, len(data), lambda: data[intent.start:intent.end])
+    if intent is None or outcome == "done":
         return scan_bytes(data, path, torn_frame=torn, progress=progress)
-    start, end = intent
+    start, end, _ = intent
     scan = scan_bytes(data[:start], path, progress=progress)
+    if outcome == "unexplained":
+        scan.problems.append(Problem(
+            "error", "log-corrupt",
+            f"an append announced bytes {start}..{end}, but the log holds other bytes "
+            f"there and goes on to byte {len(data)}: read up to {start} only; nothing is "
+            f"dropped or written until this is looked into", path))
+        return scan
     scan.problems.append(Problem(
         "note", "unfinished-batch",
         f"an append of bytes {start}..{end} did not finish ({len(data) - start} written): "

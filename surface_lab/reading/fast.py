@@ -39,6 +39,7 @@ import msgspec
 import orjson
 from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 
+from ..chunks import MAX_ROW_MEMBERS
 from ..errors import AdmissionError, CorruptLogError
 from ..events import ROW_TAGS, SURFACE_SET, Event
 from ..gcpause import gc_paused
@@ -234,8 +235,14 @@ def _line_starts(data: bytes, first: int) -> list[int] | None:
     import numpy as np
 
     bytes_ = np.frombuffer(data, dtype=np.uint8)
-    ends = [np.flatnonzero(bytes_[lo : lo + _SCAN_BYTES] == _NEWLINE) + lo
-            for lo in range(first, len(data), _SCAN_BYTES)]
+    ends = []
+    for lo in range(first, len(data), _SCAN_BYTES):
+        # No stored record is shorter than the shortest envelope, so a stretch with more
+        # line breaks than that allows (a newline bomb) goes to the full scan before any
+        # of its breaks is listed: they take at most 8 bytes per 40 of the log.
+        if data.count(b"\n", lo, lo + _SCAN_BYTES) > _SCAN_BYTES // (len(_SHORTEST) + 1) + 1:
+            return None
+        ends.append(np.flatnonzero(bytes_[lo : lo + _SCAN_BYTES] == _NEWLINE) + lo)
     breaks = np.concatenate([np.zeros(0, dtype=np.intp), *ends])
     if not ((bytes_[breaks[:-1] + 1] == _OPEN).all() and (bytes_[breaks - 1] == _CLOSE).all()
             and (len(breaks) == 0 or bytes_[first] == _OPEN)):
@@ -277,6 +284,7 @@ def _deeper(frames: int, call: Callable[[], _T]) -> _T:
 
 _TOO_DEEP = b"[" * (_MAX_DEPTH + 1) + b"]" * (_MAX_DEPTH + 1)
 _SCAN_BYTES = 4 << 20  # the line breaks are looked for this many bytes at a time
+_SHORTEST = b'{"type":"a","seq":0,"time":0,"data":{}}'  # of the stored event lines
 _NEWLINE, _OPEN, _CLOSE = b"\n{}"
 # The deepest stack the bound below builds; past it lines are looked at one by one.
 _MAX_HEADROOM = 20_000
@@ -420,6 +428,7 @@ def _envelopes(kept: Records, records: list[Any]) -> bytes | None:
     rows = list(compress(records, is_row))
     members = [len(r.data.items) for r in rows]
     if rows and ([len(r.data.dt) for r in rows] != [m - 1 for m in members]
+                 or max(members) > MAX_ROW_MEMBERS
                  or max(map(_TIME_OF, rows)) + max(members) * _GAP_LIMIT > MAX_SAFE_INTEGER):
         return None
 

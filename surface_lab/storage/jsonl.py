@@ -8,12 +8,13 @@ import fcntl
 import os
 import re
 import tempfile
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..chunks import pack_records
-from ..errors import StorageError
+from ..errors import CorruptLogError, StorageError
 from ..events import Event
 from ..header import HEADER_KEYS, check_header
 from ..jsonvalue import dumps
@@ -21,6 +22,8 @@ from ..reading.codec import (
     MAX_DECOMPRESSED_BYTES,
     MAX_LINE_BYTES,
     BadLine,
+    Intent,
+    intent_outcome,
     lock_path,
     parse_line,
     read_intent,
@@ -48,6 +51,10 @@ __all__ = [
 LOG_NAME = "session.jsonl"
 ZSTD_NAME = "session.jsonl.zstd"
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+_ESCAPE = re.compile(r"~[0-9A-F]{4}")
+# The next-seq cache also compares the log's last bytes, so that a log rewritten in place
+# with the same size (and, within the clock's tick, the same mtime) is not taken for it.
+_TAIL_BYTES = 4096
 
 
 # -- layout ------------------------------------------------------------------------------
@@ -77,17 +84,26 @@ def encode_id(session_id: str) -> str:
 
 
 def decode_id(name: str) -> str:
-    """The inverse of `encode_id`."""
+    """The inverse of `encode_id`.
+
+    Raises:
+        StorageError: `store-layout` for a name `encode_id` never makes (a `~` without four
+            upper-case hex digits, a character it escapes, a bare `.` or `..`).
+    """
     units = bytearray()
     i = 0
     while i < len(name):
-        if name[i] == "~" and i + 5 <= len(name):
+        if name[i] == "~" and _ESCAPE.fullmatch(name, i, i + 5):
             units += int(name[i + 1 : i + 5], 16).to_bytes(2, "big")
             i += 5
         else:
-            units += name[i].encode("utf-16-be")
+            units += name[i].encode("utf-16-be", "surrogatepass")
             i += 1
-    return units.decode("utf-16-be", "surrogatepass")
+    decoded = units.decode("utf-16-be", "surrogatepass")
+    if not decoded or encode_id(decoded) != name:
+        raise StorageError(f"the folder name {name!r} is not an encoded session id",
+                           code="store-layout")
+    return decoded
 
 
 def project_dir(cwd: str | None) -> str:
@@ -138,12 +154,30 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _open_log(log: Path, flags: int) -> int:
+    """Open a log without following a symbolic link in its last component."""
+    return os.open(log, flags | os.O_NOFOLLOW)
+
+
+# (st_dev, st_ino, st_size, st_mtime_ns), the last bytes, the next seq
+_Seen = tuple[tuple[int, int, int, int], bytes, int]
+
+
+def _identity(fd: int) -> tuple[tuple[int, int, int, int], bytes]:
+    st = os.fstat(fd)
+    tail = os.pread(fd, min(st.st_size, _TAIL_BYTES), max(0, st.st_size - _TAIL_BYTES))
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns), tail
+
+
 class JsonlStore(Store):
     """Sessions as `<root>/<projectDir>/<encodedId>/session.jsonl` files.
 
     Args:
         root: the folder holding the project folders (created on the first append).
         pack: write runs of streamed chunks as packed rows (the default, like dsh).
+
+    Nothing is written outside the root: a project folder, session folder, log or lock
+    file that is a symbolic link is refused for writing (`store-layout`).
     """
 
     def __init__(self, root: str | os.PathLike[str], *, pack: bool = True) -> None:
@@ -152,7 +186,7 @@ class JsonlStore(Store):
         self.pack = pack
         self._file: Path | None = None
         self._created: dict[str, Mapping[str, Any]] = {}
-        self._next: dict[Path, tuple[int, int]] = {}  # log -> (size, next seq) we last saw
+        self._next: dict[Path, _Seen] = {}  # what each log was when we last knew its next seq
 
     @classmethod
     def for_file(cls, path: str | os.PathLike[str], *, pack: bool = True) -> JsonlStore:
@@ -204,7 +238,17 @@ class JsonlStore(Store):
         return path
 
     def scan(self, session_id: str) -> Scan:
-        return scan_file(self._require(session_id))
+        return self._scan(self._require(session_id), session_id)
+
+    def _scan(self, log: Path, session_id: str) -> Scan:
+        """Scan a log, checking that its header names the session its folder does."""
+        scan = scan_file(log)
+        stored = scan.header.get("id") if isinstance(scan.header, dict) else None
+        if self._file is None and isinstance(stored, str) and stored != session_id:
+            raise CorruptLogError(f"{log}: the header names session {stored!r} but the "
+                                  f"folder is that of session {session_id!r}", code="store-layout",
+                                  path=str(log), line=1)
+        return scan
 
     def read_suffix(self, session_id: str, seq: int) -> list[Event]:
         if self._find(session_id) is None and session_id in self._created:
@@ -229,43 +273,103 @@ class JsonlStore(Store):
             raise StorageError(f"session {checked['id']!r} already exists", path=self.path)
         self._created[checked["id"]] = checked
 
+    def _refuse_links(self, *paths: Path) -> None:
+        """Refuse to write through a symbolic link: it could lead outside the root, and a
+        log reached by two names would have two lock files (two writers at once)."""
+        for path in paths:
+            if path.is_symlink():
+                raise StorageError(f"{path} is a symbolic link; a store writes only to real "
+                                   f"folders and files inside {self.root}",
+                                   code="store-layout", path=str(path))
+
+    def _writable(self, log: Path) -> None:
+        below = [log, lock_path(log)]
+        if self._file is None:
+            below += [log.parent, log.parent.parent]
+        self._refuse_links(*below)
+
+    def _make_dirs(self, folder: Path) -> None:
+        """Create `folder` and the missing folders above it, refusing symbolic links below
+        the root, and fsync each new folder's parent so that its entry is durable."""
+        missing: list[Path] = []
+        here = folder
+        while not os.path.lexists(here):
+            missing.append(here)
+            here = here.parent
+        if self._file is None:
+            self._refuse_links(*(p for p in (folder, folder.parent) if p not in missing))
+        for new in reversed(missing):
+            with contextlib.suppress(FileExistsError):  # a racing writer made it first
+                os.mkdir(new)
+            _fsync_dir(new.parent)
+
     @contextlib.contextmanager
     def _locked(self, log: Path) -> Iterator[int]:
         """Hold the exclusive lock of a log; first drop an append a dead writer left
         unfinished (under the lock no other writer can be in the middle of one)."""
-        fd = os.open(lock_path(log), os.O_RDWR | os.O_CREAT, 0o644)
+        self._writable(log)
+        lock = lock_path(log)
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            _fsync_dir(lock.parent)  # the announcements it will hold must not vanish
+        except FileExistsError:
+            fd = os.open(lock, os.O_RDWR | os.O_NOFOLLOW)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             intent = read_intent(log)
             if intent is not None:
-                # Only ever shorten: a log already at or below START has nothing to drop.
-                if intent[0] < log.stat().st_size != intent[1]:
-                    with open(log, "r+b") as f:
-                        f.truncate(intent[0])
-                        os.fsync(f.fileno())
-                    self._next.pop(log, None)
+                self._settle(log, intent)
                 os.ftruncate(fd, 0)
             yield fd
         finally:
             os.close(fd)
 
-    def _stored_next(self, log: Path) -> int:
-        """The next seq of a log, refusing logs that cannot take an append."""
-        size = log.stat().st_size
+    def _settle(self, log: Path, intent: Intent) -> None:
+        """Drop what an unfinished append left, or refuse a log it does not explain."""
+        fd = _open_log(log, os.O_RDWR)
+        try:
+            size = os.fstat(fd).st_size
+            outcome = intent_outcome(intent, size,
+                                     lambda: os.pread(fd, intent.end - intent.start,
+                                                      intent.start))
+            if outcome == "unexplained":
+                raise StorageError(
+                    f"{log}: an append announced bytes {intent.start}..{intent.end}, but the "
+                    f"log holds other bytes there and goes on to byte {size}; nothing was "
+                    f"changed: look into the log before writing to it",
+                    code="log-corrupt", path=str(log))
+            if outcome == "unfinished":
+                os.ftruncate(fd, intent.start)
+                os.fsync(fd)
+                self._next.pop(log, None)
+        finally:
+            os.close(fd)
+
+    def _remember(self, log: Path, fd: int, next_seq: int) -> None:
+        self._next[log] = (*_identity(fd), next_seq)
+
+    def _stored_next(self, log: Path, session_id: str) -> int:
+        """The next seq of a log, refusing logs that cannot take an append. The cache is
+        used only while the log is the same file, at the same size, mtime and last bytes."""
+        fd = _open_log(log, os.O_RDONLY)
+        try:
+            seen = _identity(fd)
+        finally:
+            os.close(fd)
         cached = self._next.get(log)
-        if cached is not None and cached[0] == size:
-            return cached[1]
+        if cached is not None and cached[:2] == seen:
+            return cached[2]
         if log.name.endswith(".zstd"):
             raise StorageError(f"{log}: compressed logs are read-only here; convert first",
                                path=str(log))
-        scan = scan_file(log)
+        scan = self._scan(log, session_id)
         if scan.form == "fixture":
             raise StorageError(f"{log}: snapshot-fixture logs are read-only; convert first",
                                code="fixture-read-only", path=str(log))
         if scan.needs_truncation:
             raise StorageError(f"{log}: the log has a torn or crash tail; load it to repair "
                                f"before appending", code="log-corrupt", path=str(log))
-        self._next[log] = (size, len(scan.events))
+        self._next[log] = (*seen, len(scan.events))
         return len(scan.events)
 
     def append(self, session_id: str, events: Sequence[Mapping[str, Any]]) -> None:
@@ -278,7 +382,7 @@ class JsonlStore(Store):
                 self._create_file(session_id, batch)
                 return
             with self._locked(log) as lock:
-                expected = self._stored_next(log)
+                expected = self._stored_next(log, session_id)
                 if batch[0]["seq"] != expected:
                     raise conflict(str(log), session_id, expected, batch[0]["seq"])
                 self._write_at_end(log, lock, session_id, encode_events(batch, pack=self.pack),
@@ -290,14 +394,16 @@ class JsonlStore(Store):
 
     def _write_at_end(self, log: Path, lock: int, session_id: str, payload: bytes, seq: int,
                       next_seq: int) -> None:
-        """Announce the byte range in the lock file, append and fsync, then clear the
-        announcement. A failure truncates back; a crash leaves the announcement, so readers
-        and the next writer drop the unfinished batch instead of taking part of it."""
-        fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+        """Announce the byte range and the batch's CRC-32 in the lock file, append and
+        fsync, then clear the announcement. A failure truncates back; a crash leaves the
+        announcement, so readers and the next writer drop the unfinished batch instead of
+        taking part of it."""
+        fd = _open_log(log, os.O_RDWR | os.O_APPEND)
         try:
             size = os.fstat(fd).st_size
             try:
-                intent = f"pending {size} {size + len(payload)}\n".encode()
+                intent = (f"pending {size} {size + len(payload)} "
+                          f"{zlib.crc32(payload):08x}\n").encode()
                 os.ftruncate(lock, 0)
                 os.pwrite(lock, intent, 0)
                 os.fsync(lock)
@@ -315,7 +421,7 @@ class JsonlStore(Store):
                                    f"and was rolled back: {err}", path=str(log),
                                    seq=seq) from err
             os.ftruncate(lock, 0)
-            self._next[log] = (size + len(payload), next_seq)
+            self._remember(log, fd, next_seq)
         finally:
             os.close(fd)
 
@@ -331,7 +437,7 @@ class JsonlStore(Store):
         else:
             folder = self.root / project_dir(header.get("cwd")) / encode_id(session_id)
             log = folder / LOG_NAME
-        folder.mkdir(parents=True, exist_ok=True)
+        self._make_dirs(folder)
         payload = dumps_header(header) + encode_events(batch, pack=self.pack)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".session.", suffix=".tmp")
         try:
@@ -341,7 +447,7 @@ class JsonlStore(Store):
                     out.write(payload)
                     out.flush()
                     os.fsync(out.fileno())
-                os.link(tmp, log)
+                os.link(tmp, log)  # never through a link: an existing name is EEXIST
             except FileExistsError:
                 raise conflict(str(log), session_id, -1, 0) from None
             except OSError as err:
@@ -351,9 +457,11 @@ class JsonlStore(Store):
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         _fsync_dir(folder)
-        if self._file is None:
-            _fsync_dir(folder.parent)
-        self._next[log] = (len(payload), len(batch))
+        fd = _open_log(log, os.O_RDONLY)
+        try:
+            self._remember(log, fd, len(batch))
+        finally:
+            os.close(fd)
         self._created.pop(session_id, None)
 
     def _repair(self, session_id: str, scan: Scan, closers: Sequence[Event]) -> None:
@@ -362,15 +470,17 @@ class JsonlStore(Store):
             raise StorageError(f"{log}: compressed logs are read-only here; convert first",
                                path=str(log))
         with self._locked(log) as lock:
-            now = scan_file(log)
+            now = self._scan(log, session_id)
             if len(now.events) != len(scan.events):
                 raise conflict(str(log), session_id, len(now.events), len(scan.events))
-            if now.truncate_at is not None:
-                with open(log, "r+b") as f:
-                    f.truncate(now.truncate_at)
-                    f.flush()
-                    os.fsync(f.fileno())
-            self._next[log] = (log.stat().st_size, len(scan.events))
+            fd = _open_log(log, os.O_RDWR)
+            try:
+                if now.truncate_at is not None:
+                    os.ftruncate(fd, now.truncate_at)
+                    os.fsync(fd)
+                self._remember(log, fd, len(scan.events))
+            finally:
+                os.close(fd)
             if closers:
                 self._write_at_end(log, lock, session_id, encode_events(closers, pack=False),
                                    closers[0]["seq"], len(scan.events) + len(closers))

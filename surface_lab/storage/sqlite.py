@@ -4,20 +4,30 @@ bump-and-reject schema versioning, WAL and `BEGIN IMMEDIATE` appends."""
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from time import monotonic, sleep
+from time import time as wall_time
+from typing import Any, TypeVar
 
 import orjson
 
-from ..errors import CorruptLogError, StorageError, UnsupportedFormatError
-from ..events import Event
+from ..errors import (
+    AdmissionError,
+    CorruptLogError,
+    StorageError,
+    SurfaceLabError,
+    UnsupportedFormatError,
+)
+from ..events import Event, freeze_event
 from ..header import check_header
-from ..jsonvalue import FrozenDict, dumps, freeze
+from ..jsonvalue import dumps
 from .base import Scan, Store, checked_batch, conflict
 
-__all__ = ["APPLICATION_ID", "DDL", "SCHEMA_VERSION", "SqliteStore", "is_sqlite_file"]
+__all__ = ["APPLICATION_ID", "DDL", "SCHEMA_VERSION", "ReadOnlyConnection", "SqliteStore",
+           "is_sqlite_file"]
 
 SCHEMA_VERSION = 2
 APPLICATION_ID = 0x534C4142  # "SLAB"; dsh's databases use 0x44534850 and are refused
@@ -72,6 +82,132 @@ def is_sqlite_file(path: Path) -> bool:
         return False
 
 
+# A database not modified for this long, with no -wal beside it, has no writer: it is read
+# as immutable (no -wal and -shm files made), and each read is checked afterwards.
+QUIET_SECONDS = 2.0
+_LOOKS = 3  # attempts of one read while the file keeps changing under it
+
+T = TypeVar("T")
+
+
+def _identity(path: Path) -> tuple[int, ...]:
+    """Whether a -wal exists, and the database file's device, inode, size, mtime, ctime."""
+    st = os.stat(path)
+    return (os.path.exists(f"{path}-wal"), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+            st.st_ctime_ns)
+
+
+class ReadOnlyConnection:
+    """A connection that never writes a database and never sees a writer's half-done work.
+
+    A reader of a WAL database that may be written while it reads must take part in its
+    locking (SQLite's `mode=ro`), which makes the `-wal` and `-shm` files beside it if need
+    be; `immutable=1` skips the locks and can read pages a writer's checkpoint is changing
+    (false corruption) or keep stale pages. So: a database with a `-wal`, or modified in
+    the last `QUIET_SECONDS`, is opened `mode=ro`; a quiet one is opened as immutable (no
+    file is made beside it) and every read is checked against the file afterwards: if the
+    file changed (any write moves its mtime past the quiet one) or a `-wal` appeared, the
+    read is thrown away and done again `mode=ro`. Where `mode=ro` cannot open the file
+    (a read-only mount without `-shm`), it is read as immutable, with the same checks.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path).resolve()
+        self.db, self.quiet = self._connect(force_locking=False)
+
+    def _connect(self, *, force_locking: bool) -> tuple[sqlite3.Connection, tuple[int, ...] | None]:
+        seen = _identity(self.path)
+        uri = self.path.as_uri()
+        if not force_locking and not seen[0] and wall_time() - seen[4] / 1e9 > QUIET_SECONDS:
+            return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None), seen
+        db = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None,
+                             timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            db.execute("PRAGMA user_version").fetchone()
+        except sqlite3.Error as err:
+            db.close()
+            if err.sqlite_errorcode & 0xFF != sqlite3.SQLITE_CANTOPEN or \
+                    not _read_only_folder(self.path):
+                raise
+            return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None), seen
+        return db, None
+
+    def _changed(self) -> bool:
+        return self.quiet is not None and _identity(self.path) != self.quiet
+
+    def look(self, read: Callable[[sqlite3.Connection], T]) -> T:
+        """`read(connection)` in one read transaction, done again if the file changed."""
+        for _ in range(_LOOKS):
+            if not self._changed():
+                try:
+                    self.db.execute("BEGIN")
+                    try:
+                        result = read(self.db)
+                    finally:
+                        if self.db.in_transaction:
+                            self.db.execute("COMMIT")
+                except (SurfaceLabError, sqlite3.Error):
+                    if not self._changed():
+                        raise
+                else:
+                    if not self._changed():
+                        return result
+            self.db.close()
+            self.db, self.quiet = self._connect(force_locking=True)
+        raise StorageError(f"{self.path}: the database kept changing while it was read "
+                           f"({_LOOKS} attempts)", code="database-locked", path=str(self.path))
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _switch_to_wal(db: sqlite3.Connection) -> None:
+    """`PRAGMA journal_mode = WAL`, retried while busy: the switch of a new database needs
+    an exclusive lock, and SQLite answers SQLITE_BUSY at once, without the busy handler,
+    when another connection opening it at the same moment holds a shared lock."""
+    deadline = monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.001
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as err:
+            if err.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or monotonic() > deadline:
+                raise
+        sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def _read_only_folder(path: str | Path) -> bool:
+    folder = Path(path).resolve().parent
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY) or not os.access(folder, os.W_OK)
+    except OSError:
+        return False
+
+
+def _storage_error(path: str, what: str, err: sqlite3.Error) -> SurfaceLabError:
+    """The package error for a SQLite error met while opening or checking a database."""
+    code = getattr(err, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    if primary == sqlite3.SQLITE_NOTADB:
+        return UnsupportedFormatError(f"{path}: not a SQLite database: {err}",
+                                      code="schema-unsupported", path=path)
+    if primary == sqlite3.SQLITE_CORRUPT:
+        return CorruptLogError(f"{path}: the database is damaged: {err}", code="log-corrupt",
+                               path=path)
+    if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return StorageError(f"{path}: {what}: it is locked by another connection (waited "
+                            f"{BUSY_TIMEOUT_MS / 1000:g} s): {err}", code="database-locked",
+                            path=path)
+    if primary == sqlite3.SQLITE_READONLY or (primary == sqlite3.SQLITE_CANTOPEN
+                                             and _read_only_folder(path)):
+        return StorageError(f"{path}: {what} for writing: its folder is read-only (a "
+                            f"read-only mount or no write permission): {err}",
+                            code="storage-read-only", path=path)
+    return StorageError(f"{path}: {what}: {err}", path=path)
+
+
 def _expected_schema() -> list[tuple[Any, ...]]:
     db = sqlite3.connect(":memory:")
     try:
@@ -87,6 +223,21 @@ def _schema(db: sqlite3.Connection) -> list[tuple[Any, ...]]:
     ).fetchall()
 
 
+_State = tuple[int, int, list[tuple[Any, ...]]]
+_EMPTY: _State = (0, 0, [])
+# The creation, one statement at a time inside the caller's BEGIN IMMEDIATE.
+_CREATE = [*(f"{part.strip()};" for part in DDL.split(";\n") if part.strip()),
+           f"PRAGMA user_version = {SCHEMA_VERSION}",
+           f"PRAGMA application_id = {APPLICATION_ID}"]
+
+
+def _state(db: sqlite3.Connection) -> _State:
+    """User version, application id and schema (to be read in one transaction)."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    app_id = db.execute("PRAGMA application_id").fetchone()[0]
+    return version, app_id, _schema(db)
+
+
 def _json(value: Any) -> str:
     return dumps(value).decode()
 
@@ -100,27 +251,30 @@ class SqliteStore(Store):
 
     Raises:
         UnsupportedFormatError: `schema-unsupported` for another schema version, a foreign
-            application id or an altered schema; nothing is written to such a file.
+            application id, an altered schema or a file that is not a database; nothing is
+            written to such a file.
+        StorageError: `database-locked` when another connection holds it past the busy
+            timeout, `storage-read-only` when writing is asked on a read-only folder.
+        CorruptLogError: `log-corrupt` for a damaged database file.
     """
 
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = str(path)
         self.read_only = read_only
         self._created: dict[str, Mapping[str, Any]] = {}
+        self._ro: ReadOnlyConnection | None = None
         try:
             if read_only:
-                # A WAL database opened read-only would create -wal and -shm files beside
-                # it; with no -wal there is no writer, so read it as immutable instead.
-                resolved = Path(path).resolve()
-                quiet = not Path(f"{resolved}-wal").exists()
-                uri = resolved.as_uri() + ("?immutable=1" if quiet else "?mode=ro")
-                self._db = sqlite3.connect(uri, uri=True, isolation_level=None)
+                self._ro = ReadOnlyConnection(path)
+                self._db = self._ro.db
             else:
                 self._db = sqlite3.connect(self.path, isolation_level=None,
                                            timeout=BUSY_TIMEOUT_MS / 1000)
-        except sqlite3.Error as err:
-            raise StorageError(f"{self.path}: cannot open the database: {err}",
+        except OSError as err:
+            raise StorageError(f"{self.path}: cannot open the database: {err.strerror or err}",
                                path=self.path) from err
+        except sqlite3.Error as err:
+            raise _storage_error(self.path, "cannot open the database", err) from err
         try:
             self._check_or_create()
         except BaseException:
@@ -134,32 +288,65 @@ class SqliteStore(Store):
             code="schema-unsupported", path=self.path)
 
     def _check_or_create(self) -> None:
-        db = self._db
+        """Check the database, creating the schema in an empty one. Each look at it is one
+        transaction, so a creator in another process is seen before it starts or after it
+        committed, never half-way; the creation re-checks under the write lock."""
         try:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            app_id = db.execute("PRAGMA application_id").fetchone()[0]
-            objects = db.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
-        except sqlite3.DatabaseError as err:
-            raise UnsupportedFormatError(f"{self.path}: not a SQLite database: {err}",
-                                         code="schema-unsupported", path=self.path) from err
-        if version == 0 and app_id == 0 and objects == 0:
-            if self.read_only:
-                raise self._refuse("found an empty database (schema version 0)")
-            with self._transaction():
-                db.executescript(f"BEGIN IMMEDIATE; {DDL} PRAGMA user_version = "
-                                 f"{SCHEMA_VERSION}; PRAGMA application_id = {APPLICATION_ID};")
-        elif app_id != APPLICATION_ID:
+            state = self._look(lambda: _state(self._db))
+            db = self._db
+            if state == _EMPTY:
+                if self.read_only:
+                    raise self._refuse("found an empty database (schema version 0)")
+                db.execute("BEGIN IMMEDIATE")
+                with self._transaction():
+                    state = _state(db)
+                    if state == _EMPTY:  # nobody created it while we waited for the lock
+                        for statement in _CREATE:
+                            db.execute(statement)
+                        state = _state(db)
+            self._check(*state)
+            if not self.read_only:
+                _switch_to_wal(db)
+                db.execute("PRAGMA synchronous = FULL")
+                db.execute("PRAGMA foreign_keys = ON")
+                db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        except sqlite3.Error as err:
+            raise _storage_error(self.path, "cannot open the database", err) from err
+
+    def _check(self, version: int, app_id: int, schema: list[tuple[Any, ...]]) -> None:
+        if app_id != APPLICATION_ID:
             raise self._refuse(f"found application id {app_id:#x} at schema version {version}")
-        elif version != SCHEMA_VERSION:
+        if version != SCHEMA_VERSION:
             raise self._refuse(f"found schema version {version}")
-        elif _schema(db) != _expected_schema():
+        if schema != _expected_schema():
             raise self._refuse(f"found schema version {version} with a schema that differs "
                                f"from the expected tables")
-        if not self.read_only:
-            db.execute("PRAGMA journal_mode = WAL")
-            db.execute("PRAGMA synchronous = FULL")
-            db.execute("PRAGMA foreign_keys = ON")
-            db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+    def _look(self, read: Callable[[], T]) -> T:
+        """One read: a consistent snapshot, done again by a read-only connection whose
+        immutable file changed under it."""
+        if self._ro is None:
+            with self._reading():
+                return read()
+
+        def on(db: sqlite3.Connection) -> T:
+            self._db = db
+            return read()
+
+        return self._ro.look(on)
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """One read transaction (a consistent snapshot), unless one is already open."""
+        if self._db.in_transaction:
+            yield
+            return
+        self._db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if self._db.in_transaction:
+                self._db.execute("COMMIT")
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -186,22 +373,48 @@ class SqliteStore(Store):
                                       if value is not None}}
 
     def scan(self, session_id: str) -> Scan:
-        header = self._header(session_id)
-        if header is None:
-            raise StorageError(f"no stored session {session_id!r}", path=self.path)
-        return Scan(path=self.path, header=header, events=self._events(session_id, 0))
+        def read() -> Scan:
+            header = self._header(session_id)
+            if header is None:
+                raise StorageError(f"no stored session {session_id!r}", path=self.path)
+            return Scan(path=self.path, header=header, events=self._events(session_id, 0))
+
+        with self._read_errors(session_id):
+            return self._look(read)
+
+    @contextlib.contextmanager
+    def _read_errors(self, session_id: str | None = None) -> Iterator[None]:
+        """SQLite errors met while reading as package errors (TEXT that is not UTF-8 is
+        damaged data: SQLite does not check what it stores)."""
+        try:
+            yield
+        except sqlite3.Error as err:
+            if str(err).startswith("Could not decode to UTF-8"):
+                whose = f"session {session_id!r}" if session_id is not None else "the sessions"
+                raise CorruptLogError(f"{self.path}: {whose}: stored text is not UTF-8: {err}",
+                                      code="log-corrupt", path=self.path) from None
+            raise _storage_error(self.path, "reading failed", err) from err
 
     def _events(self, session_id: str, start: int) -> list[Event]:
+        # JSON columns come as bytes (orjson checks their UTF-8) and the type is decoded
+        # here, so that damaged text is reported with its seq.
         rows = self._db.execute(
-            "SELECT seq, type, time, data, source_event_seqs, surface_op, ignorable "
+            "SELECT seq, CAST(type AS BLOB), time, CAST(data AS BLOB), "
+            "CAST(source_event_seqs AS BLOB), CAST(surface_op AS BLOB), ignorable "
             "FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq",
             (session_id, start))
         events: list[Event] = []
-        for seq, kind, time, data, sources, op, ignorable in rows:
+        for seq, raw_kind, time, data, sources, op, ignorable in rows:
             if seq != start + len(events):
                 raise CorruptLogError(f"{self.path}: session {session_id!r} has no event at "
                                       f"seq {start + len(events)} (next stored is {seq})",
                                       code="seq-gap", path=self.path, seq=start + len(events))
+            try:
+                kind = raw_kind.decode()
+            except UnicodeDecodeError as err:
+                raise CorruptLogError(f"{self.path}: session {session_id!r}: the stored type "
+                                      f"is not UTF-8: {err}", code="log-corrupt",
+                                      path=self.path, seq=seq) from None
             try:
                 event: dict[str, Any] = {"type": kind, "seq": seq, "time": time,
                                          "data": orjson.loads(data)}
@@ -215,14 +428,22 @@ class SqliteStore(Store):
                                       path=self.path, seq=seq, event_type=kind) from None
             if ignorable is not None:
                 event["ignorable"] = True
-            events.append(FrozenDict({k: freeze(v) for k, v in event.items()}))
+            try:
+                events.append(freeze_event(event))
+            except AdmissionError as err:  # too deep: refused as a JSONL line would be
+                raise CorruptLogError(f"{self.path}: session {session_id!r}: {err.detail}",
+                                      code=err.code, path=self.path, seq=seq,
+                                      event_type=kind) from None
         return events
 
     def read_suffix(self, session_id: str, seq: int) -> list[Event]:
-        return self._events(session_id, seq)
+        with self._read_errors(session_id):
+            return self._look(lambda: self._events(session_id, seq))
 
     def list(self) -> list[str]:
-        return [r[0] for r in self._db.execute("SELECT id FROM sessions ORDER BY id")]
+        with self._read_errors():
+            return self._look(lambda: [r[0] for r in self._db.execute(
+                "SELECT id FROM sessions ORDER BY id")])
 
     # writing
 
@@ -281,4 +502,7 @@ class SqliteStore(Store):
             self.append(session_id, closers)
 
     def close(self) -> None:
-        self._db.close()
+        if self._ro is not None:
+            self._ro.close()
+        else:
+            self._db.close()

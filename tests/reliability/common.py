@@ -5,14 +5,19 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from surface_lab.storage import JsonlStore, SqliteStore, Store
 
 HEADER = {"version": 0, "id": "crash", "createdAt": 1_767_225_600_000, "cwd": "/work/crash",
           "delegationDepth": 0}
 BACKENDS = ["jsonl", "sqlite"]
+PROJECT = Path(__file__).resolve().parents[2]
 
 
 def make_store(kind: str, root: Path) -> Store:
@@ -67,3 +72,16 @@ def record(name: str, **figures: Any) -> None:
     if target:
         with open(target, "a") as f:
             f.write(json.dumps({"test": name, **figures}) + "\n")
+
+
+def read_only_mount(folder: Path, command: str) -> subprocess.CompletedProcess[str]:
+    """Run a shell command with `folder` mounted read-only in a private mount namespace
+    (skips the test where that is not allowed: it needs root or user namespaces)."""
+    folder = folder.resolve()
+    mount = f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder}"
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "-m", "sh", "-c", mount], capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a folder read-only here (needs unshare and mount rights)")
+    return subprocess.run(["unshare", "-m", "sh", "-c", f"{mount} && {command}"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(PROJECT)})

@@ -102,7 +102,7 @@ def test_zstd_output_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     path.write_bytes(buffer.getvalue())
     assert path.stat().st_size < 100_000
     monkeypatch.setattr(codec, "MAX_DECOMPRESSED_BYTES", 1_000_000)
-    with pytest.raises(CorruptLogError, match="exceeds the limit of 1000000 bytes"):
+    with pytest.raises(CorruptLogError, match="would exceed the limit of 1000000 bytes"):
         read_log(path)
 
 

@@ -1,0 +1,423 @@
+"""Facts at risk: the mentions in hidden content a model may need again (paths, URLs, code
+symbols, error lines, what the user decided), with the noise a log is full of (counters,
+hashes, call ids, repeated log lines) filtered out and the rest ranked.
+
+The rules are data: `FactRules` (kinds of mention with their patterns and weights, noise
+filters, the repeated-line and series thresholds) can be built from a mapping or a JSON
+file, and `DEFAULT_RULES.to_dict()` is the documented starting point to edit.
+`LEGACY_RULES` is the audit's first, purely lexical rule set, kept for comparison."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from functools import cached_property
+from typing import Any
+
+from .events import message_of
+from .messages import message_text
+
+__all__ = [
+    "DEFAULT_RULES",
+    "LEGACY_RULES",
+    "FactRules",
+    "Mention",
+    "MentionKind",
+    "NoiseFilter",
+    "author_of",
+    "facts_at_risk",
+    "find_mentions",
+    "score_facts",
+]
+
+_DIGITS = re.compile(r"\d+")
+
+
+@dataclass(frozen=True)
+class MentionKind:
+    """One kind of mention.
+
+    Args:
+        name: the kind's name (`path`, `url`, ...).
+        pattern: a regular expression; its group `m` (or the whole match) is the mention.
+        weight: its rank weight (higher first).
+        authors: only in messages of these authors (`user`, `assistant`, `tool`,
+            `context`, `summary`); empty means any.
+        ignore_case: match case-insensitively.
+        consume: blank its matches before the later kinds run (a URL's parts are not
+            paths of their own).
+    """
+
+    name: str
+    pattern: str
+    weight: float = 1.0
+    authors: tuple[str, ...] = ()
+    ignore_case: bool = False
+    consume: bool = False
+
+    @cached_property
+    def regex(self) -> re.Pattern[str]:
+        return re.compile(self.pattern, re.I if self.ignore_case else 0)
+
+
+@dataclass(frozen=True)
+class NoiseFilter:
+    """Mentions (of `kinds`, or of any kind when empty) that fully match `pattern` are
+    noise, for `reason`."""
+
+    name: str
+    pattern: str
+    reason: str = ""
+    kinds: tuple[str, ...] = ()
+
+    @cached_property
+    def regex(self) -> re.Pattern[str]:
+        return re.compile(self.pattern)
+
+
+@dataclass(frozen=True)
+class FactRules:
+    """The whole configuration of mention finding; every field is plain data.
+
+    Args:
+        kinds: the kinds of mention, matched in order.
+        noise: filters; a mention matching any of them is dropped.
+        strip: patterns blanked from the text before matching (structure, not content,
+            such as the keys of a rendered JSON object).
+        repeated_line_min: a line whose digit-blind template occurs this many times in one
+            text is a repeated log line: its mentions count once, as their template
+            (`module_#.o`); 0 turns this off.
+        series_min: this many distinct mentions that differ only in their digits collapse
+            into one template mention (`handler_#`); 0 turns this off.
+        max_mentions: keep the best-ranked this many per replace (None keeps all).
+        ranked: order by rank; otherwise in natural order (`handler_2` before
+            `handler_10`), as the legacy rules did.
+        ignore_tool_names: the names of the tools called in the log are not facts (the
+            tool list is sent with every request).
+    """
+
+    kinds: tuple[MentionKind, ...]
+    noise: tuple[NoiseFilter, ...] = ()
+    strip: tuple[str, ...] = ()
+    repeated_line_min: int = 3
+    series_min: int = 4
+    max_mentions: int | None = 50
+    ranked: bool = True
+    ignore_tool_names: bool = True
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FactRules:
+        """Rules from a mapping shaped like `to_dict()`'s (missing keys keep defaults)."""
+        fields = dict(data)
+        fields["kinds"] = tuple(MentionKind(**_tuples(k)) for k in data.get("kinds", ()))
+        fields["noise"] = tuple(NoiseFilter(**_tuples(n)) for n in data.get("noise", ()))
+        fields["strip"] = tuple(data.get("strip", ()))
+        return cls(**fields)
+
+    @classmethod
+    def from_json(cls, path: str | os.PathLike[str]) -> FactRules:
+        """Rules from a JSON file shaped like `to_dict()`'s."""
+        with open(path, encoding="utf-8") as f:
+            return cls.from_dict(json.load(f))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The rules as JSON-ready data."""
+        out = asdict(self)
+        for name in ("kinds", "noise"):
+            out[name] = [{k: list(v) if isinstance(v, tuple) else v for k, v in item.items()}
+                         for item in out[name]]
+        out["strip"] = list(self.strip)
+        return out
+
+    def without(self, *names: str) -> FactRules:
+        """These rules with the named kinds and noise filters taken out."""
+        return replace(self, kinds=tuple(k for k in self.kinds if k.name not in names),
+                       noise=tuple(n for n in self.noise if n.name not in names))
+
+    @cached_property
+    def strip_regex(self) -> re.Pattern[str] | None:
+        return re.compile("|".join(f"(?:{p})" for p in self.strip)) if self.strip else None
+
+
+def _tuples(kind: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in kind.items()}
+
+
+_EXTENSIONS = (r"py|js|ts|tsx|md|txt|json|jsonl|log|ya?ml|toml|rs|go|c|h|cpp|java|sh|html|"
+               r"css|sql|csv|o|ipynb|lock|cfg|ini")
+_LEGACY_PATH = (r"(?<![\w/])(?:[\w.-]+/)+[\w.-]*\w|\b[\w-]+\.(?:py|js|ts|md|txt|json|"
+                r"jsonl|log|ya?ml|toml|rs|go|c|h|cpp|java|sh|html|css|sql|csv|o)\b")
+_SYMBOL = (r"\b[A-Za-z_][A-Za-z0-9_]*(?=\()|\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b"
+           r"|\b[a-z]+[A-Z][A-Za-z0-9]*\b|\b[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*\b")
+
+LEGACY_RULES = FactRules(
+    kinds=(
+        MentionKind("url", r"https?://[^\s<>\"')\]]+", consume=True),
+        MentionKind("path", _LEGACY_PATH),
+        MentionKind("symbol", _SYMBOL),
+        # 3+ digits, not a "12:" line-number prefix of tool output
+        MentionKind("number", r"(?<![\w.])\d{3,}(?:\.\d+)?(?![\w.:])"),
+    ),
+    repeated_line_min=0, series_min=0, max_mentions=None, ranked=False,
+    ignore_tool_names=False,
+)
+
+DEFAULT_RULES = FactRules(
+    kinds=(
+        MentionKind("url", r"https?://[^\s<>\"')\]]+", weight=3.0, consume=True),
+        # a short tool result is all signal: the answer to the call
+        MentionKind("output", r"\A\s*(?P<m>[^\n]{1,100}(?:\n[^\n]{0,100}){0,5}?)\s*\Z",
+                    weight=2.5, authors=("tool",), consume=True),
+        # a line that reports a failure, the way tools and compilers print them
+        MentionKind("error", r"(?m)^[ \t]*(?P<m>[^\n]{0,80}?\b(?:error|exception|traceback|"
+                             r"failed|failure|fatal|denied|not found|no such file|"
+                             r"cannot|can't|panic(?:ked)?|refused|timed out)\b[^\n]{0,80})",
+                    weight=3.0, authors=("tool", "assistant", "context"), ignore_case=True,
+                    consume=True),
+        # a clause in which the user states a requirement or a decision
+        MentionKind("decision", r"(?P<m>[^.;:!?\n]{0,100}?\b(?:must|should|always|never|"
+                                r"don't|do not|only|exact(?:ly)?|prefer|instead of|make sure|"
+                                r"remember|keep|use|uses|finish|record)\b[^.;!?\n]{0,100})",
+                    weight=3.0, authors=("user",), ignore_case=True, consume=True),
+        MentionKind("literal", r"`(?P<m>[^`\n]{2,80})`|\"(?P<m2>[^\"\n]{3,80})\"",
+                    weight=2.0, authors=("user", "context")),
+        MentionKind("path", r"(?<![\w/.-])(?:~|\.{1,2})?/?(?:[\w.@-]+/)+[\w.@-]*\w"
+                            r"|(?<![\w/.-])[\w-]+\.(?:" + _EXTENSIONS + r")\b",
+                    weight=2.0, consume=True),
+        MentionKind("symbol", _SYMBOL, weight=1.0),
+        # a number that names something: a line, a port, an exit code, an issue, an id
+        MentionKind("quantity", r"\b(?:line|port|pid|exit code|status|issue|pr|id|version|"
+                                r"code)\s+#?\d+(?:\.\d+)*\b", weight=1.5, ignore_case=True),
+        MentionKind("version", r"(?<![\w.])v?\d+\.\d+\.\d+(?:[-+][\w.]+)?(?![\w.])",
+                    weight=1.5),
+    ),
+    noise=(
+        NoiseFilter("counter", r"[#\d]+(?:[.:,][#\d]+)*", "a bare counter or number"),
+        NoiseFilter("sequence", r"(?i)(?:seq|step|turn|row|item|event|entry)[ _-]?[#\d]+",
+                    "a sequence number of the log or of tool output"),
+        NoiseFilter("hash", r"(?i)(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}"
+                            r"|[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}",
+                    "a content hash or uuid"),
+        NoiseFilter("call-id", r"(?i)(?:call|toolu|tool|msg|req|resp|fc|item|run|cmp|"
+                               r"chatcmpl|ws)[_-][\w-]*[#\d][\w-]*",
+                    "a tool-call, message or request id"),
+        NoiseFilter("short-clause", r"\W*(?:\w+\W*){1,2}", "too short to state anything",
+                    kinds=("decision",)),
+        NoiseFilter("no-word", r"[\W_]*", "punctuation left after stripping structure"),
+        NoiseFilter("template-only", r"[^A-Za-z]*#[^A-Za-z]*",
+                    "a repeated line's template with no name in it"),
+    ),
+    strip=(r"['\"]type['\"]\s*:\s*['\"][\w/-]*['\"]",  # a rendered content part's type
+           r"['\"][A-Za-z_][\w-]*['\"]\s*:",  # keys of a rendered JSON object or dict
+           r"\[trimmed for fixture\]"),
+)
+
+
+@dataclass(frozen=True)
+class Mention:
+    """One mention: its text, kind, how often it occurs and its rank score."""
+
+    text: str
+    kind: str
+    count: int = 1
+    score: float = 0.0
+    series: bool = False
+
+    @cached_property
+    def regex(self) -> re.Pattern[str]:
+        """Where the mention occurs in other text (a template matches any member)."""
+        parts = (r"\d+" if p == "#" else re.escape(p) for p in re.split(r"(#)", self.text))
+        body = "".join(parts) if self.series else re.escape(self.text)
+        return re.compile(r"(?<![\w])" + body + r"(?![\w])" if self.text[:1].isalnum()
+                          and self.text[-1:].isalnum() else body, re.I)
+
+
+def author_of(event: Mapping[str, Any]) -> str:
+    """Who wrote a surface event, for the kinds' `authors`: user, assistant, tool, context
+    or summary (a compaction's or an importer's replacement)."""
+    kind = event.get("type")
+    if kind == "tool/result":
+        return "tool"
+    if kind == "assistant/message":
+        return "assistant"
+    if kind == "context/message":
+        return "context"
+    message = message_of(event)
+    source = message.get("source") if isinstance(message, Mapping) else None
+    source_kind = source.get("kind") if isinstance(source, Mapping) else None
+    return "user" if source_kind in ("user", None) else "summary"
+
+
+def _template(text: str) -> str:
+    return _DIGITS.sub("#", text)
+
+
+def find_mentions(text: str, *, author: str = "user", rules: FactRules = DEFAULT_RULES,
+                  ignore: Iterable[str] = ()) -> list[Mention]:
+    """The mentions in one message's text, noise removed, best first.
+
+    Args:
+        text: the message text.
+        author: who wrote it (see `author_of`); some kinds apply to some authors only.
+        rules: the configuration.
+        ignore: exact mentions that are never facts (such as the tool names).
+
+    Returns:
+        One `Mention` per distinct mention, with its count in `text`.
+    """
+    return _finish(_raw_mentions(text, author, rules), rules, set(ignore))
+
+
+def _raw_mentions(text: str, author: str, rules: FactRules) -> list[tuple[str, str, bool]]:
+    """(mention, kind, from a repeated line) for every match, in text order."""
+    if rules.strip_regex is not None:
+        text = rules.strip_regex.sub(" ", text)
+    repeated: set[str] = set()
+    if rules.repeated_line_min:
+        counts = Counter(_template(line.strip()) for line in text.splitlines())
+        repeated = {t for t, n in counts.items() if n >= rules.repeated_line_min and t}
+    out: list[tuple[str, str, bool]] = []
+    for kind in rules.kinds:
+        if kind.authors and author not in kind.authors:
+            continue
+        found: list[tuple[int, int]] = []
+        for match in kind.regex.finditer(text):
+            groups = match.groupdict()
+            value = next((v for v in groups.values() if v), None) if groups else None
+            mention = (value or match.group(0)).strip()
+            if not mention:
+                continue
+            start = text.rfind("\n", 0, match.start()) + 1
+            end = text.find("\n", match.end())
+            line = text[start : end if end >= 0 else len(text)].strip()
+            out.append((mention, kind.name, _template(line) in repeated))
+            found.append(match.span())
+        if kind.consume and found:
+            pieces, at = [], 0
+            for a, b in found:
+                pieces += [text[at:a], " " * (b - a)]
+                at = b
+            text = "".join([*pieces, text[at:]])
+    return out
+
+
+def _finish(raw: list[tuple[str, str, bool]], rules: FactRules, ignore: set[str]
+            ) -> list[Mention]:
+    weights = {k.name: k.weight for k in rules.kinds}
+    counts: Counter[tuple[str, str, bool]] = Counter()
+    for mention, kind, from_repeated in raw:
+        series = from_repeated and bool(_DIGITS.search(mention))
+        counts[(_template(mention) if series else mention, kind, series)] += 1
+    if rules.series_min:  # name_1, name_2, ... name_40: one mention
+        families: dict[tuple[str, str], list[tuple[str, str, bool]]] = {}
+        for key in counts:
+            if not key[2] and _DIGITS.search(key[0]):
+                families.setdefault((_template(key[0]), key[1]), []).append(key)
+        for (template, kind), members in families.items():
+            if len(members) >= rules.series_min:
+                total = sum(counts.pop(m) for m in members)
+                counts[(template, kind, True)] += total
+    out = []
+    for (text, kind, series), n in counts.items():
+        if text in ignore or any(f.regex.fullmatch(text) for f in rules.noise
+                                 if not f.kinds or kind in f.kinds):
+            continue
+        # a family counts once, at half weight; a repeated name gains a little
+        score = weights.get(kind, 1.0) * 0.5 if series else \
+            weights.get(kind, 1.0) + 0.25 * math.log(n)
+        out.append(Mention(text, kind, n, round(score, 3), series))
+    return _order(out, rules)
+
+
+def _order(mentions: list[Mention], rules: FactRules) -> list[Mention]:
+    if rules.ranked:
+        return sorted(mentions, key=lambda m: (-m.score, _natural(m.text)))
+    return sorted(mentions, key=lambda m: _natural(m.text))
+
+
+def _natural(text: str) -> list[Any]:
+    """Sort key that puts handler_2 before handler_10."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part)
+            for part in re.split(r"(\d+)", text)]
+
+
+def _tool_names(events: Iterable[Mapping[str, Any]]) -> set[str]:
+    names = set()
+    for event in events:
+        if event.get("type") != "assistant/message":
+            continue
+        message = message_of(event)
+        content = message.get("content") if isinstance(message, Mapping) else None
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, Mapping) and block.get("type") == "tool-call":
+                names.add(str(block.get("name")))
+    return names
+
+
+def facts_at_risk(hidden: Sequence[Mapping[str, Any]], kept: Sequence[Mapping[str, Any]],
+                  *, rules: FactRules = DEFAULT_RULES) -> list[Mention]:
+    """Mentions in the `hidden` surface events that none of the `kept` ones (the
+    replacement and the rest of the surface) still shows, best first.
+
+    A mention counts as kept when its text (or, for a template, any member) occurs in a
+    kept event's text, whatever the rules would make of that text.
+    """
+    ignore = _tool_names([*hidden, *kept]) if rules.ignore_tool_names else set()
+    raw = [m for event in hidden
+           for m in _raw_mentions(message_text(event), author_of(event), rules)]
+    mentions = _finish(raw, rules, ignore)
+    if not mentions:
+        return []
+    kept_text = "\n".join(message_text(e) for e in kept)
+    if rules.strip_regex is not None:
+        kept_text = rules.strip_regex.sub(" ", kept_text)
+    lowered = kept_text.lower()
+
+    def is_kept(m: Mention) -> bool:
+        if not m.series and m.text.lower() not in lowered:  # the cheap test first
+            return False
+        return m.regex.search(kept_text) is not None
+
+    at_risk = [m for m in mentions if not is_kept(m)]
+    return at_risk[: rules.max_mentions] if rules.max_mentions is not None else at_risk
+
+
+def score_facts(predicted: Sequence[str], matters: Sequence[str]) -> tuple[int, int, int]:
+    """(true positives, false positives, false negatives) of one replace's reported
+    facts against the mentions labelled as mattering.
+
+    A labelled mention is found when a reported one contains it or is contained in it
+    (case-insensitive), or when a reported template (`handler_#`) matches it or it
+    matches a reported template; each labelled mention is credited once, so a list that
+    reports forty members of one family where one was needed has thirty-nine false
+    positives.
+    """
+    credited: set[int] = set()
+    tp = fp = 0
+    for text in predicted:
+        hit = next((i for i, gold in enumerate(matters) if i not in credited
+                    and _same(text, gold)), None)
+        if hit is None:
+            fp += 1
+        else:
+            credited.add(hit)
+            tp += 1
+    return tp, fp, len(matters) - len(credited)
+
+
+def _same(predicted: str, gold: str) -> bool:
+    a, b = predicted.lower(), gold.lower()
+    if a in b or b in a:
+        return True
+    for template, other in ((a, b), (b, a)):
+        if "#" in template:
+            body = "".join(r"\d+" if p == "#" else re.escape(p)
+                           for p in re.split(r"(#)", template))
+            if re.fullmatch(body, other) or re.fullmatch(body, _template(other)):
+                return True
+    return False
