@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import glob
 import json
 import os
 import re
@@ -20,10 +19,11 @@ from typing import Any, TextIO
 
 from .errors import StorageError, SurfaceLabError
 from .problems import Problem
-from .reading.read import LogReading, read_log
+from .reading.paths import is_sqlite, refusal, resolve
+from .reading.read import LogReading, read_path
 from .storage.base import Store
 from .storage.jsonl import JsonlStore
-from .storage.sqlite import SqliteStore, is_sqlite_file
+from .storage.sqlite import SqliteStore
 
 __all__ = ["json_safe", "main", "terminal_safe"]
 
@@ -79,17 +79,27 @@ def _out_json(value: Any) -> None:
     print(json_safe(value))
 
 
-def _sessions_in(path: Path) -> list[str | None]:
-    """Every session a path holds: one None for a single log file."""
-    if is_sqlite_file(path):
-        with SqliteStore(path, read_only=True) as db:
-            return list(db.list())
-    if path.is_dir() and not any((path / n).is_file() for n in ("session.jsonl",
-                                                                "session.jsonl.zstd")):
-        if _foreign(path):
-            return [None]  # read_log names the importer to use
-        return list(JsonlStore(path).list())
-    return [None]
+def _targets(name: str | Path) -> list[tuple[Path, str | None]]:
+    """Every (log, session) a path holds (`reading.paths.resolve`): one (file, None) for
+    a log file, one per session of a store or database, those of each log of a folder or
+    glob of plain logs."""
+    found = resolve(name)
+    if found.kind == "logs":
+        return [target for member in found.members for target in _targets(member)]
+    if found.kind == "sqlite":
+        with SqliteStore(found.path, read_only=True) as db:
+            return [(found.path, s) for s in db.list()]
+    if found.kind == "store":
+        if _foreign(found.path):
+            return [(found.path, None)]  # read_path names the importer to use
+        return [(found.path, s) for s in JsonlStore(found.path).list()]
+    assert found.file is not None
+    return [(found.path, None)]
+
+
+def _read(args: argparse.Namespace) -> LogReading:
+    """The log a command's PATH and --session name."""
+    return read_path(args.path, session_id=args.session, option="--session ID")
 
 
 def _foreign(path: Path) -> bool:
@@ -105,39 +115,53 @@ def _label(path: Path, session_id: str | None) -> str:
 # -- validate ----------------------------------------------------------------------------
 
 
-def cmd_validate(args: argparse.Namespace) -> int:
-    failed = False
-    for name in args.paths:
-        path = Path(name)
-        try:
-            sessions = _sessions_in(path)
+def _validate(name: str | Path, counts: dict[str, int]) -> None:
+    """Validate every log `name` holds (each log of a folder or glob on its own), one
+    line per problem on stdout and a verdict per log on stderr; count the verdicts."""
+    try:
+        found = resolve(name)
+        targets = [] if found.kind == "logs" else _targets(found.path)
+    except SurfaceLabError as err:
+        _out(str(_problem(err, str(name))))
+        counts["INVALID"] += 1
+        return
+    if found.kind == "logs":
+        for member in found.members:
+            _validate(member, counts)
+        return
+    if not targets:
+        _out(f"{name}: error: holds no log or session to validate")
+        counts["INVALID"] += 1
+    for path, session_id in targets:
+        try:  # the full pipeline: every problem named up front
+            log = read_path(path, session_id=session_id, check="full", option="--session ID")
         except SurfaceLabError as err:
-            _out(str(_problem(err, name)))
-            failed = True
+            _out(str(_problem(err, _label(path, session_id))))
+            counts["INVALID"] += 1
             continue
-        if not sessions:
-            _out(f"{name}: note: empty-store: holds no session")
-        for session_id in sessions:
-            try:  # the full pipeline: every problem named up front
-                log = read_log(path, session_id=session_id, check="full")
-            except SurfaceLabError as err:
-                _out(str(_problem(err, _label(path, session_id))))
-                failed = True
-                continue
-            for problem in log.problems:
-                _out(str(problem))
-            failed |= not log.valid
-            verdict = "valid" if log.valid else "INVALID"
-            _out(f"{_label(path, session_id)}: {verdict}: {len(log.events)} events, "
-                 f"{len(log.fold.nodes)} surface entries, {log.form} form", sys.stderr)
-    return 1 if failed else 0
+        for problem in log.problems:
+            _out(str(problem))
+        verdict = "valid" if log.valid else "INVALID"
+        counts[verdict] += 1
+        _out(f"{_label(path, session_id)}: {verdict}: {len(log.events)} events, "
+             f"{len(log.fold.nodes)} surface entries, {log.form} form", sys.stderr)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    counts = {"valid": 0, "INVALID": 0}
+    for name in args.paths:
+        _validate(name, counts)
+    if sum(counts.values()) > 1:
+        _out(f"validated {sum(counts.values())} logs: {counts['valid']} valid, "
+             f"{counts['INVALID']} invalid", sys.stderr)
+    return 1 if counts["INVALID"] else 0
 
 
 # -- surface -----------------------------------------------------------------------------
 
 
 def cmd_surface(args: argparse.Namespace) -> int:
-    log = read_log(args.path, session_id=args.session)
+    log = _read(args)
     notes = [str(p) for p in log.problems]
     if log.mode == "linear":
         notes.append(f"{args.path}: note: linear-fallback: nodes are the legacy linear scan")
@@ -164,7 +188,7 @@ def cmd_surface(args: argparse.Namespace) -> int:
 
 
 def _store_for(path: Path, *, create: bool = False) -> Store:
-    if is_sqlite_file(path) or (create and path.suffix in _SQLITE_SUFFIXES):
+    if is_sqlite(path) or (create and path.suffix in _SQLITE_SUFFIXES):
         return SqliteStore(path)
     if path.is_dir() or (create and not path.suffix):
         return JsonlStore(path)
@@ -173,7 +197,7 @@ def _store_for(path: Path, *, create: bool = False) -> Store:
 
 def cmd_repair(args: argparse.Namespace) -> int:
     path = Path(args.path)
-    log = read_log(path, session_id=args.session)
+    log = _read(args)
     # a crash tail (the only error a readable log can carry) or a torn fragment
     dropped = [p for p in log.problems if p.severity == "error" or p.code == "torn-tail"]
     for problem in dropped:  # "run surface-lab repair" is what the user is doing already
@@ -238,8 +262,11 @@ def cmd_convert(args: argparse.Namespace) -> int:
             raise _usage("--session picks a session of a store or database; an imported "
                          "log is one session (--leaf picks its branch)")
         return cmd_import(args, src, dst)
-    sessions = _sessions_in(src) if args.session is None else [args.session]
-    readings = [read_log(src, session_id=s) for s in sessions]
+    if args.session is not None:
+        readings = [read_path(src, session_id=args.session, option="--session ID")]
+    else:
+        readings = [read_path(path, session_id=s, option="--session ID")
+                    for path, s in _targets(src)]
     bad = [r for r in readings if not r.valid]
     for r in bad:
         for p in r.problems:
@@ -252,7 +279,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
         raise StorageError(f"{dst}: a .jsonl file holds one session; {src} holds "
                            f"{len(readings)} (give a folder or a .db, or pick one with "
                            f"--session ID)", path=str(dst))
-    if dst.exists() and not (dst.is_dir() or is_sqlite_file(dst)):
+    if dst.exists() and not (dst.is_dir() or is_sqlite(dst)):
         raise StorageError(f"{dst}: already exists; nothing written", path=str(dst))
     with _store_for(dst, create=True) as store:
         for r in readings:
@@ -304,7 +331,7 @@ def _iso(millis: Any) -> str | None:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    log = read_log(args.path, session_id=args.session)
+    log = _read(args)
     info = _info(log)
     if args.json:
         _out_json(info)
@@ -369,11 +396,9 @@ def expand_audit_paths(names: Sequence[str]) -> list[AuditInput]:
     """
     found: list[tuple[Path, str | None, str]] = []
     for name in names:
-        paths = [Path(name)]
-        if not paths[0].exists() and glob.has_magic(name):
-            paths = [Path(p) for p in sorted(glob.glob(name, recursive=True))]
-        if not paths or not paths[0].exists():
-            raise StorageError(f"{name}: no such file, folder or match", path=name)
+        resolved = resolve(name)  # refuses a missing path, a FIFO, a device... unopened
+        is_glob = resolved.kind == "logs" and not resolved.path.is_dir()
+        paths = list(resolved.members) if is_glob else [resolved.path]
         for path in paths:
             if path.is_dir() and not _one_session_dir(path):
                 store = JsonlStore(path).list()
@@ -381,9 +406,10 @@ def expand_audit_paths(names: Sequence[str]) -> list[AuditInput]:
                     found += [(path, sid, f"{path.name}-{sid}") for sid in store]
                     continue
                 found += [(child, None, _log_stem(child)) for child in sorted(path.iterdir())
-                          if child.is_file() and ".cont-" not in child.name
-                          and (child.name.endswith(_PLAIN_SUFFIXES) or is_sqlite_file(child))]
-            elif is_sqlite_file(path):
+                          if child.is_file() and refusal(child) is None
+                          and ".cont-" not in child.name
+                          and (child.name.endswith(_PLAIN_SUFFIXES) or is_sqlite(child))]
+            elif is_sqlite(path):
                 with SqliteStore(path, read_only=True) as db:
                     found += [(path, sid, f"{_log_stem(path)}-{sid}") for sid in db.list()]
             else:
@@ -416,7 +442,7 @@ def _audit_source(item: AuditInput) -> tuple[Any, list[Any]]:
         log = load_source(list(result.events), progress=False)
         log.session_id, log.path = str(result.header["id"]), str(item.path)
         return log, [*result.notes, *result.problems]
-    reading = read_log(item.path, session_id=item.session_id)
+    reading = read_path(item.path, session_id=item.session_id, option="--session ID")
     return reading, list(reading.problems)
 
 

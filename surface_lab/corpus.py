@@ -25,7 +25,8 @@ from typing import Any
 
 from .errors import SurfaceLabError
 from .reading.codec import read_log_bytes
-from .storage.sqlite import ReadOnlyConnection, is_sqlite_file
+from .reading.paths import is_sqlite
+from .storage.sqlite import ReadOnlyConnection
 
 __all__ = ["SCHEMA_VERSION", "Corpus", "Task", "events", "map_sessions", "open", "plan_tasks",
            "to_parquet", "write_chunk"]
@@ -71,14 +72,14 @@ def _expand(sources: Iterable[str | os.PathLike[str]]) -> list[Path]:
     found: list[Path] = []
     for source in sources:
         text = str(source)
-        if any(ch in text for ch in "*?["):
+        if any(ch in text for ch in "*?[") and not os.path.lexists(text):
             found += [Path(p) for p in sorted(glob.glob(text, recursive=True))]
             continue
-        path = Path(text)
+        path = Path(text)  # a FIFO or a device is never opened here: reading refuses it
         if path.is_dir() and detect_format(path) is None:
             for child in sorted(path.rglob("*")):
                 log_file = child.is_file() and ".cont-" not in child.name and (
-                    child.name.endswith(LOG_SUFFIXES) or is_sqlite_file(child))
+                    child.name.endswith(LOG_SUFFIXES) or is_sqlite(child))
                 if log_file or (child.is_dir() and detect_format(child) == "openhands"):
                     found.append(child)
         else:
@@ -97,7 +98,7 @@ def _refs(path: Path) -> list[SessionRef]:
     """The sessions a file holds, with their dates (read cheaply, never written). Never
     raises for a bad source: what cannot be planned is one session whose reading reports
     the problem."""
-    if path.is_file() and is_sqlite_file(path):
+    if path.is_file() and is_sqlite(path):
         return _database_refs(path)
     try:
         size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) \

@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
+import msgspec
+
 from .errors import AdmissionError
 from .jsonvalue import FrozenDict, NotJsonError, as_int, freeze
+from .schema import ENVELOPE_RULES, MESSAGE_RULES, first_broken, message_checks, message_struct
 
 __all__ = [
     "CORE_TYPES",
@@ -157,8 +160,9 @@ def freeze_event(raw: Any) -> FrozenDict:
 
 
 def check_envelope(event: Mapping[str, Any]) -> None:
-    """SPEC 1 and the retired types of SPEC 3. `seq`, `surfaceOp` and `sourceEventSeqs`
-    values are the surface planner's business (SPEC 4.1).
+    """SPEC 1 (the keys of `EVENT_KEYS`, then `schema.ENVELOPE_RULES` in order) and the
+    retired types of SPEC 3. `seq`, `surfaceOp` and `sourceEventSeqs` values are the
+    surface planner's business (SPEC 4.1).
 
     Raises:
         AdmissionError: `envelope-invalid` or `legacy-unsupported`.
@@ -167,17 +171,11 @@ def check_envelope(event: Mapping[str, Any]) -> None:
     if extra:
         fail("envelope-invalid", event, f"unexpected top-level key {extra[0]!r}; "
               f"expected only {', '.join(EVENT_KEYS)}")
-    kind = event.get("type")
-    if not isinstance(kind, str) or not kind:
-        fail("envelope-invalid", event, f"type must be a non-empty string, got {kind!r}")
-    if "time" not in event or as_int(event["time"]) is None:
-        fail("envelope-invalid", event,
-              f"time must be an integer (epoch ms), got {event.get('time', '<missing>')!r}")
-    if "data" not in event:
-        fail("envelope-invalid", event, "the data key is missing (use null for no data)")
-    if "ignorable" in event and event["ignorable"] is not True:
-        fail("envelope-invalid", event,
-              f"ignorable may only be the literal true, got {event['ignorable']!r}")
+    broken = first_broken(ENVELOPE_RULES, event)
+    if broken is not None:
+        rule, got = broken
+        fail(rule.code, event, f"{rule.expected}, got {got!r}")
+    kind = event["type"]
     if kind in ROW_SET:  # a string by now
         fail("envelope-invalid", event,
               f"type {kind!r} is reserved for packed chunk rows of the JSONL format")
@@ -208,12 +206,9 @@ def message_of(event: Mapping[str, Any]) -> Any:
     return data
 
 
-def _nonempty_str(value: Any) -> bool:
-    return isinstance(value, str) and bool(value)
-
-
 def check_message_shape(event: Mapping[str, Any]) -> None:
-    """SPEC 5.1, for the four surface types (other types pass).
+    """SPEC 5.1, for the four surface types (other types pass): the rules of
+    `schema.MESSAGE_RULES` in order, then its checks across fields.
 
     Raises:
         AdmissionError: `message-unidentified`, `message-role`, `message-source`,
@@ -226,44 +221,13 @@ def check_message_shape(event: Mapping[str, Any]) -> None:
     msg = message_of(event)
     if not isinstance(msg, Mapping):
         fail("message-unidentified", event, f"{where} must be a message object, got {msg!r}")
-    if not _nonempty_str(msg.get("id")):
-        fail("message-unidentified", event,
-              f"{where}.id must be a non-empty string, got {msg.get('id', '<missing>')!r}")
-    role = "assistant" if kind == "assistant/message" else "user"
-    if msg.get("role") != role:
-        fail("message-role", event,
-              f"{where}.role must be {role!r}, got {msg.get('role', '<missing>')!r}")
-    source = msg.get("source")
-    if not isinstance(source, Mapping) or not _nonempty_str(source.get("kind")):
-        fail("message-source", event,
-              f"{where}.source.kind must be a non-empty string, got {source!r}")
-    content = msg.get("content")
-    if not isinstance(content, list):
-        fail("message-content", event, f"{where}.content must be a list, got {content!r}")
-    if kind == "assistant/message":
-        if not (
-            source.get("kind") == "model"
-            and _nonempty_str(source.get("provider"))
-            and _nonempty_str(source.get("model"))
-        ):
-            fail("message-source", event,
-                  f"{where}.source must be {{kind: 'model', provider, model}} with non-empty "
-                  f"strings, got {source!r}")
-    elif kind == "tool/result":
-        call_id = source.get("callId")
-        if source.get("kind") != "tool" or not isinstance(call_id, str):
-            fail("tool-result-shape", event,
-                  f"{where}.source must be {{kind: 'tool', callId}}, got {source!r}")
-        block = content[0] if len(content) == 1 else None
-        if not (
-            isinstance(block, Mapping)
-            and block.get("type") == "tool-result"
-            and isinstance(block.get("content"), list)
-        ):
-            fail("tool-result-shape", event,
-                  f"{where}.content must be exactly one tool-result block whose content is a "
-                  f"list, got {len(content)} block(s)")
-        if block.get("toolCallId") != call_id:
-            fail("tool-call-id-mismatch", event,
-                  f"tool-result toolCallId {block.get('toolCallId')!r} != source.callId "
-                  f"{call_id!r}")
+    broken = first_broken(MESSAGE_RULES[kind], msg)
+    if broken is not None:
+        rule, got = broken
+        fail(rule.code, event, f"{rule.expected.format(where=where)}, got {got!r}")
+    checks = message_checks(kind)
+    if checks:
+        struct = msgspec.convert(msg, message_struct(kind, Any))
+        for check in checks:
+            if not check.holds(struct):
+                fail(check.code, event, check.describe(struct))

@@ -33,6 +33,7 @@ __all__ = [
     "IncrementalSurface",
     "NodesView",
     "Plan",
+    "PlanList",
     "Replacement",
     "apply_plan",
     "fold_surface",
@@ -262,6 +263,52 @@ def apply_plan(nodes: list[int], plan: Plan) -> list[int]:
     return nodes
 
 
+class PlanList(ReadOnlySequence[Plan]):
+    """The plan each event committed, made on demand from a kind per event (a byte) and
+    the replaces whole: what every reader returns (`LogReading.plans`)."""
+
+    _what = "plan"
+
+    def __init__(self, kinds: bytearray, replaces: dict[int, Plan]) -> None:
+        self.kinds = kinds
+        self.replaces = replaces
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    def add(self, plan: Plan) -> None:
+        """Keep the plan of the next event."""
+        self.kinds.append(plan.kind)
+        if plan.kind == REPLACE:
+            self.replaces[plan.seq] = plan
+
+    def _item(self, seq: int) -> Plan:
+        kind = self.kinds[seq]
+        return self.replaces[seq] if kind == REPLACE else Plan(seq, kind)
+
+    def fold(self) -> FoldResult:
+        """The surface these plans build, applied in order (nothing is checked again)."""
+        nodes: list[int] = []
+        replacements: list[Replacement] = []
+        for seq, kind in enumerate(self.kinds):
+            if kind == APPEND:
+                nodes.append(seq)
+            elif kind == REPLACE:
+                plan = self.replaces[seq]
+                replacements.append(Replacement.of(plan))
+                nodes = apply_plan(nodes, plan)
+        return FoldResult(nodes, replacements)
+
+    def prefix(self, n: int) -> PlanList:
+        """The plans of the first `n` events."""
+        return PlanList(self.kinds[:n], {s: p for s, p in self.replaces.items() if s < n})
+
+    @classmethod
+    def of(cls, plans: Sequence[Plan]) -> PlanList:
+        return cls(bytearray(p.kind for p in plans),
+                   {p.seq: p for p in plans if p.kind == REPLACE})
+
+
 def _window_lookup(events: Sequence[Mapping[str, Any]], base: int) -> Lookup:
     def lookup(seq: int) -> Mapping[str, Any] | None:
         k = seq - base
@@ -270,10 +317,13 @@ def _window_lookup(events: Sequence[Mapping[str, Any]], base: int) -> Lookup:
     return lookup
 
 
-def fold_surface(events: Sequence[Mapping[str, Any]], *, base: int = 0) -> FoldResult:
+def fold_surface(events: Sequence[Mapping[str, Any]], *, base: int = 0,
+                 plans: PlanList | None = None) -> FoldResult:
     """Replay a log (or a window of one starting at seq `base`) and return its surface.
 
-    Only the surface rules of SPEC 4 are checked; the first violation raises.
+    Only the surface rules of SPEC 4 are checked; the first violation raises. With
+    `plans`, the plan of each event folded is added to it as it commits (so after a
+    failure it holds those of the events before it).
 
     Raises:
         AdmissionError: with the code of the first rule broken.
@@ -291,6 +341,8 @@ def fold_surface(events: Sequence[Mapping[str, Any]], *, base: int = 0) -> FoldR
         if plan.kind == REPLACE:
             replacements.append(Replacement.of(plan))
         nodes = apply_plan(nodes, plan)
+        if plans is not None:
+            plans.add(plan)
     return FoldResult(nodes, replacements)
 
 
@@ -330,7 +382,7 @@ class IncrementalSurface:
     replace.
     """
 
-    __slots__ = ("_base", "_generation", "_log", "_nodes", "_replacements", "_view")
+    __slots__ = ("_base", "_generation", "_log", "_nodes", "_plans", "_replacements", "_view")
 
     def __init__(self, log: Sequence[Event], *, base: int = 0) -> None:
         self._log = log
@@ -339,6 +391,13 @@ class IncrementalSurface:
         self._generation = 0
         self._replacements: list[Replacement] = []
         self._view: NodesView | None = None
+        self._plans = PlanList(bytearray(), {})
+
+    @property
+    def plans(self) -> PlanList:
+        """The plan each event of the log committed (a byte per event; the replaces
+        whole), in log order. Read-only by contract."""
+        return self._plans
 
     @property
     def nodes(self) -> NodesView:
@@ -379,6 +438,7 @@ class IncrementalSurface:
         if plan.seq != self._base + len(self._log) - 1:
             raise RuntimeError(f"plan for seq {plan.seq} is stale; the log ends at "
                                f"{self._base + len(self._log) - 1}")
+        self._plans.add(plan)
         if plan.kind == LOG_ONLY:
             return
         self._nodes = apply_plan(self._nodes, plan)

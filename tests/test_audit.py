@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 
 from surface_lab import Session, read_log
 from surface_lab.cli import expand_audit_paths, main
+from surface_lab.errors import StorageError
 from surface_lab.events import freeze_event, mapping_at, message_of
 from surface_lab.facts import DEFAULT_RULES, facts_at_risk
 from surface_lab.importers import import_any
@@ -342,8 +343,10 @@ class TestAuditCommand:
                                    for i in db)
         [pi] = expand_audit_paths([str(PI)])
         assert pi.session_id is None
-        with pytest.raises(Exception, match="no such file"):
+        with pytest.raises(StorageError, match="matches no log"):
             expand_audit_paths([str(tmp_path / "missing-*.jsonl")])
+        with pytest.raises(StorageError, match="no such file"):
+            expand_audit_paths([str(tmp_path / "missing.jsonl")])
 
     def test_an_imported_log_is_audited_with_the_importers_notes(
             self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

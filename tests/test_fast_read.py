@@ -236,23 +236,6 @@ def test_sources_that_do_not_rise_are_checked_one_list_at_a_time(
     assert err.value.line == i + 1
 
 
-def test_a_number_too_large_for_a_double_in_skipped_text_is_named_when_read(
-        tmp_path: Path) -> None:
-    """The one thing the fast reader leaves for later (see reading/fast.py)."""
-    lines = _lines("chat")
-    i = next(i for i, line in enumerate(lines) if b'"type":"user/message"' in line)
-    lines[i] = lines[i].replace(b'"content":[', b'"content":[{"type":"x","n":1e400},', 1)
-    path = _write(tmp_path, lines)
-    with pytest.raises(CorruptLogError) as full:
-        read_log(path, check="full")
-    log = read_log(path)
-    with pytest.raises(CorruptLogError) as late:
-        log.events[i - 1]
-    assert (late.value.code, late.value.line, late.value.seq) == ("line-unparsable", i + 1,
-                                                                  i - 1)
-    assert full.value.line == i + 1
-
-
 def test_packed_events_read_like_a_list(tmp_path: Path) -> None:
     log = read_log(SAMPLES / "long-compaction.jsonl")
     full = read_log(SAMPLES / "long-compaction.jsonl", check="full")

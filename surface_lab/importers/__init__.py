@@ -85,8 +85,13 @@ def detect_format(path: str | Path) -> str | None:
 
 
 def foreign_format_hint(path: str | Path) -> str | None:
-    """`"... use surface-lab convert --from X ..."` when `path` is another tool's log."""
-    fmt = detect_format(path)
+    """`"... use surface-lab convert --from X ..."` when `path` is another tool's log;
+    None when it is not one, or looking cannot tell (a line nested too deep to parse,
+    bytes that are not text, a file that cannot be read): this only adds a hint."""
+    try:
+        fmt = detect_format(path)
+    except (RecursionError, ValueError, OSError):  # UnicodeDecodeError is a ValueError
+        return None
     if fmt is None:
         return None
     names = {"claude-code": "a Claude Code transcript", "codex": "a Codex rollout",

@@ -16,9 +16,10 @@ import pandas as pd
 
 from ..events import SURFACE_TYPES, Event, mapping_at, message_of
 from ..gcpause import gc_paused
-from ..jsonvalue import as_int, dumps
+from ..jsonvalue import as_int
 from ..messages import estimate_tokens, message_text, project_message, text_tokens
 from ..problems import Problem
+from ..reading.columns import columns_of
 from ..reading.lines import TYPE_NAMES
 from ..reading.sequences import LogEvents
 from ..surface import REPLACE, apply_plan
@@ -90,10 +91,7 @@ def events_df(source: Any, *, strict: bool = True, progress: bool = True) -> Any
     writes on resume, timed now): one row more than the file, log-only, on no surface.
     Pass the log itself to match the file, or drop `type == "session/end-seed"`."""
     log = load_source(source, strict=strict, progress=progress)
-    if isinstance(log.events, LogEvents):
-        return _finish(frame_from_columns("events", _event_arrays(log, log.events)), log,
-                       strict)
-    return _finish(frame_from_columns("events", event_columns(log)), log, strict)
+    return _finish(frame_from_columns("events", _event_arrays(log)), log, strict)
 
 
 class _SurfaceFields(NamedTuple):
@@ -120,30 +118,41 @@ def _surface_fields(event: Event) -> _SurfaceFields:
         chars, tokens)
 
 
-def _event_arrays(log: LogData, events: LogEvents) -> dict[str, Any]:
-    """The `events_df` columns of a log the fast reader kept packed: envelope columns
-    straight from the reader, message fields from the surface events alone, and the
-    data sizes from each line (a packed row's members from its texts)."""
+def _event_arrays(log: LogData) -> dict[str, Any]:
+    """The `events_df` columns, one way for every source: envelope columns in one pass
+    (straight from the file's lines when the fast reader kept them packed), message
+    fields from the surface events alone, visibility from the fold."""
     with gc_paused():  # the per-event fields are dropped before the collector is back
-        return _arrays_of(log, events)
+        return _arrays_of(log)
 
 
-def _arrays_of(log: LogData, events: LogEvents) -> dict[str, Any]:
+def _arrays_of(log: LogData) -> dict[str, Any]:
+    events = log.events
     n = len(events)
-    envelope = events.columns(on_surface=_surface_fields)
+    if isinstance(events, LogEvents):
+        envelope = events.columns(on_surface=_surface_fields)
+        types: Any = pd.Categorical.from_codes(
+            np.frombuffer(events.type_codes, dtype="uint8").astype("int16"),
+            dtype=pd.CategoricalDtype(list(TYPE_NAMES)))
+        line = pd.arrays.IntegerArray(
+            np.repeat(np.arange(2, len(events.first_seqs) + 1, dtype="int64"),
+                      np.diff(np.array(events.first_seqs, dtype="int64"))),
+            np.zeros(n, dtype=bool))
+    else:
+        envelope = columns_of(events, _surface_fields)
+        types = [e["type"] for e in events]  # unknown types become categories too
+        known = min(n, len(log.lines))
+        lines = np.zeros(n, dtype="int64")
+        lines[:known] = np.array(list(log.lines[:known]), dtype="int64")
+        line = pd.arrays.IntegerArray(lines, np.arange(n) >= known)
     cols: dict[str, Any] = {
         "seq": np.arange(n, dtype="int64"),
-        "type": pd.Categorical.from_codes(
-            np.frombuffer(events.type_codes, dtype="uint8").astype("int16"),
-            dtype=pd.CategoricalDtype(list(TYPE_NAMES))),
+        "type": types,
         "time": envelope.time,
         "ts": envelope.time,
         "turn": pd.arrays.IntegerArray(envelope.turn, envelope.turn_missing),
         "step": pd.arrays.IntegerArray(envelope.step, envelope.step_missing),
-        "line": pd.arrays.IntegerArray(
-            np.repeat(np.arange(2, len(events.first_seqs) + 1, dtype="int64"),
-                      np.diff(np.array(events.first_seqs, dtype="int64"))),
-            np.zeros(n, dtype=bool)),
+        "line": line,
     }
     at = np.fromiter(envelope.surface, dtype="int64", count=len(envelope.surface))
     fields = list(envelope.surface.values())
@@ -201,38 +210,7 @@ def _as_list(values: Any) -> list[Any]:
 
 def event_columns(log: LogData) -> dict[str, list[Any]]:
     """The columns of `events_df`, as lists (the corpus writes them with pyarrow)."""
-    if isinstance(log.events, LogEvents):
-        return {name: _as_list(values)
-                for name, values in _event_arrays(log, log.events).items()}
-    on_surface = set(log.fold.nodes)
-    shadowed_by = log.shadowed_by
-    cols: dict[str, list[Any]] = {k: [] for k in (
-        "seq", "type", "time", "ts", "turn", "step", "line", "surface_op", "replace_start",
-        "replace_end", "source_event_seqs", "on_surface", "shadowed_by", "role",
-        "message_id", "text", "chars", "tokens", "data_bytes")}
-    for event in log.events:
-        seq, data = event["seq"], event.get("data")
-        f = _surface_fields(event)
-        cols["seq"].append(seq)
-        cols["type"].append(event["type"])
-        cols["time"].append(event["time"])
-        cols["ts"].append(event["time"])
-        cols["turn"].append(_int_field(data, "turn"))
-        cols["step"].append(_int_field(data, "step"))
-        cols["line"].append(log.lines[seq] if seq < len(log.lines) else None)
-        cols["surface_op"].append(f.op)
-        cols["replace_start"].append(f.start)
-        cols["replace_end"].append(f.end)
-        cols["source_event_seqs"].append(f.sources)
-        cols["on_surface"].append(seq in on_surface)
-        cols["shadowed_by"].append(shadowed_by.get(seq))
-        cols["role"].append(f.role)
-        cols["message_id"].append(f.message_id)
-        cols["text"].append(f.text)
-        cols["chars"].append(f.chars)
-        cols["tokens"].append(f.tokens)
-        cols["data_bytes"].append(len(dumps(data)))
-    return cols
+    return {name: _as_list(values) for name, values in _event_arrays(log).items()}
 
 
 def surface_df(source: Any, at: int | None = None, *, strict: bool = True,

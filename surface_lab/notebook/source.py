@@ -12,25 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AdmissionError, SurfaceLabError
-from ..events import SURFACE_TYPES, Event, mapping_at, message_of
+from ..events import Event, mapping_at, message_of
 from ..messages import message_text
 from ..problems import Problem
 from ..reading.codec import scan_file
 from ..reading.lines import TYPE_NAMES
 from ..reading.read import LogReading, read_log
-from ..reading.sequences import LogEvents, PlanList
+from ..reading.sequences import LogEvents
 from ..session import Session
 from ..storage.base import Store
-from ..surface import (
-    APPEND,
-    LOG_ONLY,
-    REPLACE,
-    FoldResult,
-    Plan,
-    Replacement,
-    apply_plan,
-    plan_event,
-)
+from ..surface import LOG_ONLY, REPLACE, FoldResult, Plan, PlanList, fold_surface
 
 __all__ = ["LogData", "Source", "load_source", "step_bar"]
 
@@ -59,13 +50,8 @@ class LogData:
     def fold(self) -> FoldResult:
         if self.known_fold is not None:
             return self.known_fold
-        nodes: list[int] = []
-        replacements = []
-        for plan in self.plans:
-            if plan.kind == REPLACE:
-                replacements.append(Replacement.of(plan))
-            nodes = apply_plan(nodes, plan)
-        return FoldResult(nodes, replacements)
+        plans = self.plans if isinstance(self.plans, PlanList) else PlanList.of(self.plans)
+        return plans.fold()
 
     @cached_property
     def shadowed_by(self) -> dict[int, int]:
@@ -197,35 +183,27 @@ def _progress_bar(path: Path) -> Callable[[int, int], None] | None:
     return update
 
 
-def _linear_plans(events: Sequence[Mapping[str, Any]]) -> list[Plan]:
-    """The legacy reading of an unmarked log (SPEC 10): every message event appended."""
-    return [Plan(e["seq"], APPEND if e["type"] in SURFACE_TYPES else LOG_ONLY)
-            for e in events]
-
-
 def _plans(events: Sequence[Mapping[str, Any]], problems: list[Problem], strict: bool,
-           path: str | None) -> tuple[list[Event], list[Plan]]:
-    nodes: list[int] = []
-    plans: list[Plan] = []
-
-    def lookup(seq: int) -> Mapping[str, Any] | None:
-        return events[seq] if 0 <= seq < len(events) else None
-
-    for seq, event in enumerate(events):
-        try:
-            if not isinstance(event.get("type"), str):  # frames need a type to show
-                raise AdmissionError(f"seq {seq}: type must be a string, got "
-                                     f"{event.get('type')!r}", code="envelope-invalid",
-                                     seq=seq)
-            plan = plan_event(nodes, event, seq=seq, lookup=lookup, full=False)
-        except AdmissionError as err:
-            if strict:
-                raise
-            problems.append(Problem.from_error(err, path=path))
-            return list(events[:seq]), plans
-        plans.append(plan)
-        nodes = apply_plan(nodes, plan)
-    return list(events), plans
+           path: str | None) -> tuple[list[Event], PlanList, FoldResult | None]:
+    """The events that fold (all, or with `strict=False` those before the first broken
+    rule), their plans, and their fold when all of them fold (`fold_surface`, the one
+    fold)."""
+    plans = PlanList(bytearray(), {})
+    # frames need a type to show: the first event without a string one ends the log
+    untyped = next((seq for seq, e in enumerate(events)
+                    if not isinstance(e, Mapping) or not isinstance(e.get("type"), str)), None)
+    try:
+        fold = fold_surface(events if untyped is None else events[:untyped], plans=plans)
+        if untyped is not None:
+            kind = events[untyped].get("type") if isinstance(events[untyped], Mapping) else None
+            raise AdmissionError(f"seq {untyped}: type must be a string, got {kind!r}",
+                                 code="envelope-invalid", seq=untyped)
+    except AdmissionError as err:
+        if strict:
+            raise
+        problems.append(Problem.from_error(err, path=path))
+        return list(events[: len(plans)]), plans, None
+    return list(events), plans, fold
 
 
 def load_source(source: Any, *, strict: bool = True, progress: bool = True) -> LogData:
@@ -258,30 +236,31 @@ def load_source(source: Any, *, strict: bool = True, progress: bool = True) -> L
                 return LogData(path.name, [], problems=problems, path=str(path))
             # Keep what comes before the event the reader refused.
             good = scan.events if err.seq is None else scan.events[: err.seq]
-            events, plans = _plans(good, problems, False, str(path))
+            events, plans, fold = _plans(good, problems, False, str(path))
             header_id = scan.header.get("id") if isinstance(scan.header, dict) else None
             return LogData(str(header_id or path.name), events, plans, problems, str(path),
-                           scan.lines)
+                           scan.lines, known_fold=fold)
     if isinstance(source, LogReading):
         problems += [p for p in source.problems if p.severity == "error"]
-        if source.plans is not None:  # the fast reader planned every event already
+        if source.plans is not None:  # every reader plans every event
             return LogData(source.session_id, source.events, source.plans, problems,
                            source.path, source.lines, known_fold=source.fold)
-        if source.mode == "linear":
-            return LogData(source.session_id, list(source.events),
-                           _linear_plans(source.events), problems, source.path, source.lines)
-        events, plans = _plans(source.events, problems, strict, source.path)
-        return LogData(source.session_id, events, plans, problems, source.path, source.lines)
-    if isinstance(source, Session):
-        events, plans = _plans(list(source.events), problems, strict, None)
-        return LogData(source.id, events, plans, problems)
+        events, plans, fold = _plans(source.events, problems, strict, source.path)
+        return LogData(source.session_id, events, plans, problems, source.path, source.lines,
+                       known_fold=fold)
+    if isinstance(source, Session):  # its surface planned every event as it committed
+        events = list(source.events)
+        surface = source.surface
+        return LogData(source.id, events, surface.plans.prefix(len(events)), problems,
+                       known_fold=FoldResult(list(surface.nodes), list(surface.replacements)))
     if isinstance(source, tuple) and len(source) == 2 and isinstance(source[0], Store):
         store, session_id = source
-        events, plans = _plans(store.read_suffix(session_id, 0), problems, strict, store.path)
-        return LogData(session_id, events, plans, problems, store.path)
+        events, plans, fold = _plans(store.read_suffix(session_id, 0), problems, strict,
+                                     store.path)
+        return LogData(session_id, events, plans, problems, store.path, known_fold=fold)
     if isinstance(source, Sequence) and not isinstance(source, (str, bytes)):
-        events, plans = _plans(list(source), problems, strict, None)
-        return LogData("events", events, plans, problems)
+        events, plans, fold = _plans(list(source), problems, strict, None)
+        return LogData("events", events, plans, problems, known_fold=fold)
     raise TypeError(f"cannot read a log from {type(source).__name__}; give a path, a "
                     f"read_log result, a Session, a (store, session_id) pair or a list of "
                     f"events")

@@ -6,17 +6,20 @@ fixture findings, and the append intent a writer announces in the lock file."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
+import os
 import re
+import stat
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import IO, Any, Literal, NamedTuple
 
 import orjson
 
 from ..chunks import RowError, expand_row
-from ..errors import AdmissionError, CorruptLogError
+from ..errors import AdmissionError, CorruptLogError, StorageError
 from ..events import ROW_SET, freeze_event
 from ..jsonvalue import as_int
 from ..problems import Problem
@@ -27,16 +30,21 @@ __all__ = [
     "MAX_LINE_BYTES",
     "PROGRESS_EVERY",
     "BadLine",
+    "Committed",
     "Intent",
     "IntentOutcome",
     "Progress",
     "has_long_digits",
     "intent_outcome",
     "lock_path",
+    "open_regular",
     "parse_line",
+    "read_committed",
     "read_intent",
     "read_log_bytes",
+    "refusal",
     "scan_bytes",
+    "scan_committed",
     "scan_file",
 ]
 
@@ -60,6 +68,51 @@ def has_long_digits(data: bytes) -> bool:
 
 
 
+_SYSTEM_ROOTS = ("/proc", "/sys", "/dev")
+
+
+def refusal(path: Path) -> str | None:
+    """Why `path` is not a file or folder to read, found without opening it; None when
+    it is one."""
+    try:
+        mode = path.stat().st_mode  # follows links; a loop raises ELOOP
+    except FileNotFoundError:
+        return "no such file or folder"
+    except OSError as err:
+        return f"cannot be looked at ({err.strerror or err})"
+    real = os.path.realpath(path)
+    if any(real == root or real.startswith(root + "/") for root in _SYSTEM_ROOTS):
+        return f"is a system file ({real}), not a log; refused without opening it"
+    if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
+        return None
+    what = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
+    return f"is {what}, not a log file; refused without opening it"
+
+
+def open_regular(path: Path) -> IO[bytes]:
+    """`path` opened for reading, refusing (without blocking) anything that is not a
+    regular file by the time it is open.
+
+    Raises:
+        StorageError: not a regular file (or it cannot be opened).
+    """
+    why = refusal(path)
+    if why is None and path.is_dir():
+        why = "is a folder"
+    if why is not None:
+        raise StorageError(f"{path}: {why}", path=str(path))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        raise StorageError(f"{path}: {err.strerror or err}", path=str(path)) from err
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped for something else meanwhile
+        os.close(fd)
+        raise StorageError(f"{path}: is not a regular file; refused", path=str(path))
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
 def read_log_bytes(path: Path) -> tuple[bytes, bool]:
     """The decompressed bytes of a log file and whether a zstd frame was torn.
 
@@ -69,7 +122,8 @@ def read_log_bytes(path: Path) -> tuple[bytes, bool]:
     compressed bytes (at most 8 MiB of output each), whatever the frames claim. The
     output is gathered in one buffer, so the peak is about twice the output.
     """
-    raw = path.read_bytes()
+    with open_regular(path) as f:
+        raw = f.read()
     if not path.name.endswith(".zstd"):
         return raw, False
     import zstandard
@@ -329,25 +383,70 @@ def read_intent(log: Path) -> Intent | None:
                   int(crc, 16) if crc is not None else None)
 
 
-def scan_file(path: Path, progress: Progress | None = None) -> Scan:
-    data, torn = read_log_bytes(path)
-    intent = None if path.name.endswith(".zstd") else read_intent(path)
+class Committed(NamedTuple):
+    """A log's bytes as of a moment when no append was half-done (SPEC 7.1)."""
+
+    data: bytes
+    torn_frame: bool  # a zstd frame was cut short
+    unfinished: Intent | None  # an append still announced
+
+
+_SNAPSHOT_TRIES = 5
+
+
+def read_committed(path: Path) -> Committed:
+    """The bytes of a log with no batch in part: a writer announces each append in the
+    lock file before writing it and clears the announcement once the data is synced, so
+    the bytes are taken when the announcement read after them is the one (or the lack
+    of one) read before them and, with none, the file is still as long as what was read;
+    else they are read again. An announcement still there gives the start the unfinished
+    append is cut at. After a few tries (appends keep landing) the bytes are read under
+    the writers' lock, shared."""
+    if path.name.endswith(".zstd"):
+        return Committed(*read_log_bytes(path), None)
+    for _ in range(_SNAPSHOT_TRIES):
+        before = read_intent(path)
+        data, torn = read_log_bytes(path)
+        after = read_intent(path)
+        if after is not None and after == before and len(data) >= after[0]:
+            return Committed(data, torn, after)
+        if after is None and before is None and path.stat().st_size == len(data):
+            return Committed(data, torn, None)
+    try:
+        fd = os.open(lock_path(path), os.O_RDONLY)
+    except OSError:  # no writer ever took the lock
+        return Committed(*read_log_bytes(path), read_intent(path))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        return Committed(*read_log_bytes(path), read_intent(path))
+    finally:
+        os.close(fd)
+
+
+def scan_committed(log: Committed, path: str, progress: Progress | None = None) -> Scan:
+    """`scan_bytes` of committed bytes: an unfinished append dropped with a note, one
+    that cannot be explained refused (`intent_outcome`)."""
+    data, torn, intent = log
     outcome = None if intent is None else intent_outcome(
         intent, len(data), lambda: data[intent.start:intent.end])
     if intent is None or outcome == "done":
-        return scan_bytes(data, str(path), torn_frame=torn, progress=progress)
+        return scan_bytes(data, path, torn_frame=torn, progress=progress)
     start, end, _ = intent
-    scan = scan_bytes(data[:start], str(path), progress=progress)
+    scan = scan_bytes(data[:start], path, progress=progress)
     if outcome == "unexplained":
         scan.problems.append(Problem(
             "error", "log-corrupt",
             f"an append announced bytes {start}..{end}, but the log holds other bytes "
             f"there and goes on to byte {len(data)}: read up to {start} only; nothing is "
-            f"dropped or written until this is looked into", str(path)))
+            f"dropped or written until this is looked into", path))
         return scan
     scan.problems.append(Problem(
         "note", "unfinished-batch",
         f"an append of bytes {start}..{end} did not finish ({len(data) - start} written): "
-        f"it was never committed and repair drops it", str(path)))
+        f"it was never committed and repair drops it", path))
     scan.truncate_at = start if scan.truncate_at is None else scan.truncate_at
     return scan
+
+
+def scan_file(path: Path, progress: Progress | None = None) -> Scan:
+    return scan_committed(read_committed(path), str(path), progress)

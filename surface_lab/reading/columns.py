@@ -5,7 +5,7 @@ again (the fast reader checked it all)."""
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from itertools import accumulate, compress, repeat
@@ -20,7 +20,7 @@ from ..gcpause import gc_paused
 from ..jsonvalue import MAX_SAFE_INTEGER, as_int, dumps
 from .lines import CODE, IS_ROW, IS_SURFACE, ROW, TYPE_NAMES, Plain, Records, stretches
 
-__all__ = ["EventColumns", "event_columns"]
+__all__ = ["EventColumns", "columns_of", "event_columns"]
 
 # The column pass (run for each frame): each line's time and data (as its bytes), a
 # surface event's marker and sources, and a packed row's fields; nothing is checked again.
@@ -193,3 +193,27 @@ def _member_base(d: Any, tag: str) -> int:
     else:
         chunk = member_chunk(tag, d.index, "")
     return len(dumps({"turn": d.turn, "step": d.step, "chunk": chunk})) - 2
+
+
+def columns_of(events: Sequence[Event],
+               on_surface: Callable[[Event], Any] | None = None) -> EventColumns:
+    """`event_columns` of events already parsed (a Session's, the full pipeline's): the
+    same columns, so the frames have one way to build from them."""
+    import numpy as np
+
+    datas = [e.get("data") for e in events]
+    objects = [d if isinstance(d, Mapping) else _EMPTY for d in datas]
+
+    def nullable(values: list[int | None]) -> tuple[Any, Any]:
+        array = np.array(values, dtype=object)
+        missing = array == None  # noqa: E711  # elementwise: which values are missing
+        array[missing] = 0
+        return array.astype(np.int64), missing.astype(bool)
+
+    turn, turn_missing = nullable(_ints(o.get("turn") for o in objects))
+    step, step_missing = nullable(_ints(o.get("step") for o in objects))
+    surface = {} if on_surface is None else {
+        e["seq"]: on_surface(e) for e in events if e["type"] in SURFACE_SET}
+    return EventColumns(np.array([e["time"] for e in events], dtype=np.int64), turn,
+                        turn_missing, step, step_missing,
+                        np.array([len(dumps(d)) for d in datas], dtype=np.int64), surface)

@@ -28,13 +28,15 @@ from __future__ import annotations
 
 import operator
 import sys
+from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping
-from functools import reduce
+from functools import partial, reduce
 from itertools import accumulate, chain, compress, count, islice, pairwise
 from types import FrameType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
+import orjson
 from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 
 from ..chunks import MAX_ROW_MEMBERS
@@ -44,6 +46,7 @@ from ..gcpause import gc_paused
 from ..jsonvalue import MAX_SAFE_INTEGER
 from ..legacy import upgrade_reason
 from ..repair import interrupted_turn_closers
+from ..schema import ENVELOPE_RULES, message_checks, message_struct
 from ..surface import (
     APPEND,
     REPLACE,
@@ -69,6 +72,7 @@ _ASSISTANT, _TOOL_RESULT = _CODE["assistant/message"], _CODE["tool/result"]
 # A line nested deeper than this goes to the full pipeline (whose `freeze` refuses past
 # MAX_DEPTH 400); see `_decoded` for how it is found.
 _MAX_DEPTH = 300
+_T = TypeVar("_T")
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _UTF8_BLOCK = 1 << 14
 
@@ -107,58 +111,6 @@ class _RequestHeader(Plain):
     reason: Any = UNSET  # "fallback" is retired
 
 
-class _Source(Plain):
-    kind: _NAME
-
-
-class _ModelSource(Plain):
-    kind: Literal["model"]
-    provider: _NAME
-    model: _NAME
-
-
-class _ToolSource(Plain):
-    kind: Literal["tool"]
-    callId: str
-
-
-class _Message(Plain):
-    """The data of a user/message or context/message (SPEC 5.1)."""
-
-    id: _NAME
-    role: Literal["user"]
-    source: _Source
-    content: list[Raw]
-
-
-class _AssistantMessage(Plain):
-    id: _NAME
-    role: Literal["assistant"]
-    source: _ModelSource
-    content: list[Raw]
-
-
-class _ToolBlock(Plain):
-    type: Literal["tool-result"]
-    content: list[Raw]
-    toolCallId: str
-
-
-class _ToolMessage(Plain):
-    id: _NAME
-    role: Literal["user"]
-    source: _ToolSource
-    content: Annotated[list[_ToolBlock], Meta(min_length=1, max_length=1)]
-
-
-class _AssistantData(Plain):
-    message: _AssistantMessage
-
-
-class _ToolResultData(Plain):
-    message: _ToolMessage
-
-
 class _Replace(Plain, forbid_unknown_fields=True):
     op: Literal["replace"]
     start: _SEQ
@@ -179,27 +131,44 @@ class _ToolRow(_TextRow, forbid_unknown_fields=True, kw_only=True):
     name: str | UnsetType = UNSET
 
 
-_DATA_OF_TYPE: dict[str, Any] = {
+_LEGACY_DATA: dict[str, Any] = {
     "turn/start": _TurnStart | None,
     "turn/end": _TurnEnd | None,
     "request/header": _RequestHeader | None,
-    "user/message": _Message,
-    "context/message": _Message,
-    "assistant/message": _AssistantData,
-    "tool/result": _ToolResultData,
 }
 
 
+def _data_struct(name: str) -> Any:
+    """What the rules of type `name` read of its data: a surface type's message (SPEC
+    5.1, from `schema.MESSAGE_RULES`), a legacy trigger's field, else nothing."""
+    if name in ("user/message", "context/message"):
+        return message_struct(name, Raw)
+    if name in SURFACE_SET:
+        return msgspec.defstruct(f"Data_{_CODE[name]}", [("message", message_struct(name, Raw))],
+                                 bases=(Plain,))
+    return _LEGACY_DATA.get(name, _Object | None)
+
+
 def _event_struct(name: str) -> type[Struct]:
-    """A line of type `name`; its class attribute `code` is the type's index."""
-    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = [
-        ("seq", int), ("time", _SAFE), ("data", _DATA_OF_TYPE.get(name, _Object | None))]
+    """A line of type `name`: the envelope's fields typed by `schema.ENVELOPE_RULES`
+    (`type` is the tag), its data by what the rules of that type read; the class
+    attribute `code` is the type's index."""
+    required: list[tuple[str, Any] | tuple[str, Any, Any]] = [("seq", int)]
+    optional: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    for rule in ENVELOPE_RULES:
+        if rule.field == "type":
+            continue
+        tp = _data_struct(name) if rule.field == "data" else rule.type(Raw)
+        if rule.required:
+            required.append((rule.field, tp))
+        else:
+            optional.append((rule.field, tp | UnsetType, UNSET))
     if name in SURFACE_SET:  # only integers in sourceEventSeqs (no integral floats)
-        fields += [("surfaceOp", Literal["append"] | _Replace),
-                   ("sourceEventSeqs", list[_SEQ] | UnsetType, UNSET)]
-    fields.append(("ignorable", Literal[True] | UnsetType, UNSET))
-    return msgspec.defstruct(f"Event_{_CODE[name]}", fields, tag_field="type", tag=name,
-                             forbid_unknown_fields=True, gc=False, namespace={"code": _CODE[name]})
+        required.append(("surfaceOp", Literal["append"] | _Replace))
+        optional.insert(0, ("sourceEventSeqs", list[_SEQ] | UnsetType, UNSET))
+    return msgspec.defstruct(f"Event_{_CODE[name]}", required + optional, tag_field="type",
+                             tag=name, forbid_unknown_fields=True, gc=False,
+                             namespace={"code": _CODE[name]})
 
 
 def _row_struct(tag: str) -> type[Struct]:
@@ -211,8 +180,13 @@ def _row_struct(tag: str) -> type[Struct]:
         namespace={"code": _ROW})
 
 
-_DECODER = msgspec.json.Decoder(reduce(operator.or_, [
-    *map(_event_struct, TYPE_NAMES), *map(_row_struct, sorted(ROW_TAGS))]))
+def decoder() -> msgspec.json.Decoder[Any]:
+    """The decoder of the check pass, built from the rules as they are now."""
+    return msgspec.json.Decoder(reduce(operator.or_, [
+        *map(_event_struct, TYPE_NAMES), *map(_row_struct, sorted(ROW_TAGS))]))
+
+
+_DECODER = decoder()
 
 
 _LEGACY_CODES = frozenset(_CODE[name] for name in ("turn/end", "request/header"))
@@ -303,10 +277,17 @@ def _stack_depth() -> int:
     return depth
 
 
+def _deeper(frames: int, call: Callable[[], _T]) -> _T:
+    """`call()`, run `frames` Python frames deeper than the caller."""
+    return call() if frames <= 0 else _deeper(frames - 1, call)
+
+
 _TOO_DEEP = b"[" * (_MAX_DEPTH + 1) + b"]" * (_MAX_DEPTH + 1)
 _SCAN_BYTES = 4 << 20  # the line breaks are looked for this many bytes at a time
 _SHORTEST = b'{"type":"a","seq":0,"time":0,"data":{}}'  # of the stored event lines
 _NEWLINE, _OPEN, _CLOSE = b"\n{}"
+# The deepest stack the bound below builds; past it lines are looked at one by one.
+_MAX_HEADROOM = 20_000
 
 
 def _decoded(data: bytes, starts: list[int]) -> Iterator[tuple[int, list[Any]]]:
@@ -315,36 +296,81 @@ def _decoded(data: bytes, starts: list[int]) -> Iterator[tuple[int, list[Any]]]:
     No line nested deeper than `_MAX_DEPTH` decodes.
 
     On CPython 3.11 msgspec counts its nesting against the interpreter's recursion
-    limit, so the limit is lowered to this frame's depth plus `_MAX_DEPTH` around each
-    decode and a line nested deeper fails to decode. The decode holds the GIL, but the
-    limit is process-wide: a thread that gets to run in the few bytecodes around it sees
-    the lower limit too (which matters only to a thread some 300 frames deep). A probe
-    at the same depth first checks that the interpreter counts that way (later versions
-    count C recursion apart); if it does not, the lines with enough brackets to be that
-    deep are looked at one by one.
+    limit, so each decode runs with the stack built up (by plain Python calls, which
+    take no C stack on 3.11) to `_MAX_DEPTH` frames below the limit, and a line nested
+    deeper fails to decode. Nothing process-wide changes: the limit is left as it is.
+    A probe at the same depth first checks that the interpreter counts that way (later
+    versions count C recursion apart); if it does not, or the limit is so high that the
+    stack would be very deep, the lines with enough brackets to be that deep are looked
+    at one by one.
 
     Raises:
         msgspec.DecodeError, RecursionError: a line the fast reader does not take.
     """
     view = memoryview(data)
-    limit = sys.getrecursionlimit()
+    headroom = sys.getrecursionlimit() - _stack_depth() - _MAX_DEPTH
     bounded = False
-    for first, end in stretches(starts):
-        sys.setrecursionlimit(_stack_depth() + _MAX_DEPTH)
+    if 0 <= headroom <= _MAX_HEADROOM:
         try:
-            if first == 0:
-                try:
-                    msgspec.json.decode(_TOO_DEEP)
-                except RecursionError:
-                    bounded = True
-            records = _DECODER.decode_lines(view[starts[first] : starts[end]])
-        finally:
-            sys.setrecursionlimit(limit)
+            _deeper(headroom, lambda: msgspec.json.decode(_TOO_DEEP))
+        except RecursionError:
+            bounded = True
+    for first, end in stretches(starts):
+        lines = view[starts[first] : starts[end]]
+        records: list[Any] = (_deeper(headroom, partial(_DECODER.decode_lines, lines))
+                              if bounded else _DECODER.decode_lines(lines))
         if len(records) != end - first or (not bounded and any(
                 b - a > 2 * _MAX_DEPTH and _maybe_too_deep(data, a, b - 1)
                 for a, b in pairwise(starts[first : end + 1]))):
             raise RecursionError("not one record per line, or a line nested too deep")
+        if not _numbers_fit(data, starts, first, end):
+            raise msgspec.DecodeError("a number too large for a double")
         yield first, records
+
+
+_BLOCK = 128 << 10  # bytes looked at a time by the number check (they stay in the cache)
+_DIGIT_WORD = 0x0101010101010101  # eight digits in a row, as a word of digit flags
+_SEVEN_WORDS = b"\x01" * 7
+
+
+def _numbers_fit(data: bytes, starts: list[int], first: int, end: int) -> bool:
+    """Whether every number in lines `first` to `end` (excluded) fits a double, as the
+    full pipeline's parser (orjson) requires; msgspec skips the numbers in text the
+    checks do not read without converting them. Such a number has an exponent of three
+    digits or more, or a run of 210 digits (and an exponent of two at most). numpy finds
+    the lines that may hold one, a block at a time: an "e" or "E" followed by three
+    digits (a "+" between allowed), or 56 digits filling seven aligned words (a run of
+    210 digits has 105 in one block, so it fills some); those lines are parsed to find
+    out (text such as "1e400" in a string is one too)."""
+    import numpy as np
+
+    lo, hi = starts[first], starts[end]
+    line = np.frombuffer(data, dtype=np.uint8, count=hi - lo, offset=lo)
+    at: list[int] = []
+    for block in range(0, hi - lo, _BLOCK):
+        x = line[block : block + _BLOCK + 4]
+        digit = (x - 0x30) < 10
+        e = np.flatnonzero(((x[:-4] | 0x20) == 0x65) & (digit[1:-3] | (x[1:-3] == 0x2B)))
+        if len(e):
+            exponent = e + 1 + (x[e + 1] == 0x2B)
+            at += (e[digit[exponent] & digit[exponent + 1] & digit[exponent + 2]]
+                   + block).tolist()
+        flags = (digit[: len(digit) // 8 * 8].view(np.uint64) == _DIGIT_WORD).tobytes()
+        run = flags.find(_SEVEN_WORDS)
+        while run >= 0:
+            at.append(block + run * 8)
+            run = flags.find(_SEVEN_WORDS, run + 7)
+    for k in {bisect_right(starts, lo + a) - 1 for a in at}:
+        try:
+            orjson.loads(view_of(data, starts, k))
+        except orjson.JSONDecodeError:
+            return False
+    return True
+
+
+def view_of(data: bytes, starts: list[int], line: int) -> memoryview:
+    """Line `line` (counted from `starts`), without its line break."""
+    return memoryview(data)[starts[line] : starts[line + 1] - 1]
 
 
 Checked = tuple[LogEvents, PlanList, FoldResult, list[Event]]
@@ -437,10 +463,21 @@ def _current(record: Any) -> bool:
     return bool(data.reason != "fallback")
 
 
-def _tool_calls_match(surface: list[Any]) -> bool:
-    """SPEC 5.1: a tool/result's block answers the call its source names."""
-    return all(m.source.callId == m.content[0].toolCallId
-               for m in (r.data.message for r in surface if r.code == _TOOL_RESULT))
+# The checks across a message's fields (`schema.message_checks`), by type code.
+_CHECKS = {_CODE[kind]: message_checks(kind) for kind in sorted(SURFACE_SET)
+           if message_checks(kind)}
+_IN_DATA = frozenset(_CODE[kind] for kind in ("user/message", "context/message"))
+
+
+def _checks_hold(surface: list[Any]) -> bool:
+    """SPEC 5.1's rules across fields (a tool/result's block answers the call its source
+    names) for the surface records of a stretch."""
+    for code, checks in _CHECKS.items():
+        messages = [r.data if code in _IN_DATA else r.data.message
+                    for r in surface if r.code == code]
+        if not all(check.holds(m) for check in checks for m in messages):
+            return False
+    return True
 
 
 class _Fold:
@@ -462,7 +499,7 @@ class _Fold:
         self.kinds += bytes(len(log) - len(self.kinds))
         lines = list(compress(count(first_line), codes.translate(_IS_SURFACE)))
         surface = [records[k - first_line] for k in lines]
-        if not _tool_calls_match(surface):
+        if not _checks_hold(surface):
             return False
         is_replace = [r.surfaceOp.__class__ is _Replace for r in surface]
         appends = list(compress(surface, map(operator.not_, is_replace)))

@@ -18,7 +18,7 @@ from ..messages import project_message
 from ..problems import Problem
 from ..repair import interrupted_turn_closers
 from ..session import Session
-from ..surface import FoldResult
+from ..surface import APPEND, LOG_ONLY, FoldResult, PlanList
 from .scan import Scan
 
 __all__ = ["CheckedLog", "check_header_line", "check_log", "note_open_turn"]
@@ -38,6 +38,7 @@ class CheckedLog:
     problems: list[Problem] = field(default_factory=list)
     fold: FoldResult = field(default_factory=FoldResult)
     session: Session | None = None
+    plans: PlanList = field(default_factory=lambda: PlanList(bytearray(), {}))
 
 
 def check_header_line(scan: Scan, *, resume: bool, note: Callable[..., None]) -> FrozenDict:
@@ -123,6 +124,9 @@ def check_log(scan: Scan, *, resume: bool = False) -> CheckedLog:
              "linear scan, without surface checks")
         checked.fold = FoldResult(nodes=[e["seq"] for e in events if e["type"] in SURFACE_TYPES
                                          and project_message(e) is not None])
+        on = set(checked.fold.nodes)  # SPEC 10: each message of the linear scan appended
+        checked.plans = PlanList(bytearray(APPEND if e["seq"] in on else LOG_ONLY
+                                           for e in events), {})
         return checked
     checked.closers = interrupted_turn_closers(events)
     note_open_turn(note, checked.closers)
@@ -138,4 +142,5 @@ def check_log(scan: Scan, *, resume: bool = False) -> CheckedLog:
     surface = checked.session.surface
     checked.fold = FoldResult([n for n in surface.nodes if n < len(events)],
                               list(surface.replacements))
+    checked.plans = surface.plans.prefix(len(events))  # what the seed check planned
     return checked

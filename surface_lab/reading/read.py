@@ -13,23 +13,23 @@ from ..events import Event
 from ..jsonvalue import FrozenDict
 from ..problems import Problem
 from ..session import Session
-from ..storage.jsonl import LOG_NAME, ZSTD_NAME, JsonlStore
-from ..storage.sqlite import SqliteStore, is_sqlite_file
+from ..storage.jsonl import JsonlStore
+from ..storage.sqlite import SqliteStore
 from ..surface import FoldResult, Plan
 from .codec import (
     BadLine,
     Progress,
     parse_line,
-    read_intent,
-    read_log_bytes,
-    scan_bytes,
-    scan_file,
+    read_committed,
+    refusal,
+    scan_committed,
 )
 from .fast import fast_check
+from .paths import choose_session, resolve
 from .pipeline import CheckedLog, check_header_line, check_log
 from .scan import Scan
 
-__all__ = ["LogReading", "read_log"]
+__all__ = ["LogReading", "read_log", "read_path"]
 
 
 @dataclass
@@ -46,7 +46,7 @@ class LogReading:
     closers: list[Event]
     problems: list[Problem]
     lines: Sequence[int]
-    # The plan of every event, when the reader kept them (the fast reader does).
+    # The plan each event committed, from whichever reader (SPEC 4.1; linear: SPEC 10).
     plans: Sequence[Plan] | None = None
 
     @property
@@ -65,39 +65,11 @@ class LogReading:
     @classmethod
     def _from(cls, checked: CheckedLog) -> LogReading:
         return cls(checked.path, checked.header, checked.events, checked.form, checked.mode,
-                   checked.fold, checked.closers, checked.problems, checked.lines)
+                   checked.fold, checked.closers, checked.problems, checked.lines,
+                   checked.plans)
 
     def __iter__(self) -> Iterator[Event]:
         return iter(self.events)
-
-
-def _pick(ids: list[str], session_id: str | None, where: str) -> str:
-    if session_id is not None:
-        if session_id not in ids:
-            raise StorageError(f"{where}: no session {session_id!r} (it holds "
-                               f"{len(ids)} session(s))", path=where)
-        return session_id
-    if len(ids) != 1:
-        listed = ", ".join(repr(i) for i in ids[:10])
-        raise StorageError(f"{where}: holds {len(ids)} sessions; pick one with session_id "
-                           f"({listed}{', ...' if len(ids) > 10 else ''})", path=where,
-                           argument="session_id")
-    return ids[0]
-
-
-def _session_file(folder: Path) -> Path | None:
-    """The session file of a single-session folder, if it holds one."""
-    for name in (LOG_NAME, ZSTD_NAME):
-        if (folder / name).is_file():
-            return folder / name
-    return None
-
-
-def _jsonl_file(path: Path) -> Path | None:
-    """The JSONL file `path` names (itself, or a folder's session file), if it is one."""
-    if path.is_dir():
-        return _session_file(path)
-    return path if path.is_file() and not is_sqlite_file(path) else None
 
 
 def _same_session(scan: Scan, session_id: str | None, path: Path) -> Scan:
@@ -108,20 +80,18 @@ def _same_session(scan: Scan, session_id: str | None, path: Path) -> Scan:
     return scan
 
 
-def _read_fast(path: Path, session_id: str | None,
-               progress: Progress | None) -> LogReading | Scan | None:
-    """A plain JSONL log with nothing pending, read by the fast reader. When the fast
-    checks do not take it, the full scan of the same bytes (the file is read once); None
-    when `path` is not such a file."""
-    file = _jsonl_file(path)
-    if file is None or (not file.name.endswith(".zstd") and read_intent(file) is not None):
-        return None
-    data, torn = read_log_bytes(file)
+def _read_file(file: Path, session_id: str | None, progress: Progress | None,
+               fast: bool) -> LogReading | Scan:
+    """A JSONL log file, read by the fast reader when it takes it; else the full scan of
+    the same bytes (the file is read once)."""
+    committed = read_committed(file)
+    data, torn = committed.data, committed.torn_frame
 
     def full_scan() -> Scan:
-        return _same_session(scan_bytes(data, str(file), torn_frame=torn, progress=progress),
-                             session_id, file)
+        return _same_session(scan_committed(committed, str(file), progress), session_id, file)
 
+    if not fast or committed.unfinished is not None:
+        return full_scan()
     end = data.find(b"\n")
     if torn or end < 0:
         return full_scan()
@@ -151,19 +121,49 @@ def _read_fast(path: Path, session_id: str | None,
                       events.lines, plans)
 
 
-def _scan(path: Path, session_id: str | None, progress: Progress | None = None) -> Scan:
-    if path.is_dir():
-        file = _session_file(path)
-        if file is not None:
-            return _scan(file, session_id, progress)
-        store = JsonlStore(path)
-        return store.scan(_pick(store.list(), session_id, str(path)))
-    if not path.exists():
-        raise StorageError(f"{path}: no such file or folder", path=str(path))
-    if is_sqlite_file(path):
-        with SqliteStore(path, read_only=True) as db:
-            return db.scan(_pick(db.list(), session_id, str(path)))
-    return _same_session(scan_file(path, progress), session_id, path)
+def _read(path: str | os.PathLike[str], session_id: str | None, progress: Progress | None,
+          fast: bool, option: str) -> LogReading | Scan:
+    """Read what `path` resolves to (`reading.paths`)."""
+    where = os.fspath(path)
+    found = resolve(path)
+    if found.kind == "logs":
+        member = found.members[choose_session(found.member_ids(), session_id, where,
+                                              option=option)]
+        return _read(member, session_id, progress, fast, option)
+    if found.kind == "store":
+        store = JsonlStore(found.path)
+        ids = store.list()
+        return store.scan(ids[choose_session(ids, session_id, where, option=option)])
+    if found.kind == "sqlite":
+        with SqliteStore(found.path, read_only=True) as db:
+            ids = db.list()
+            return db.scan(ids[choose_session(ids, session_id, where, option=option)])
+    assert found.file is not None
+    return _read_file(found.file, session_id, progress, fast)
+
+
+def read_path(path: str | os.PathLike[str], *, session_id: str | None = None,
+              progress: Progress | None = None, check: Literal["fast", "full"] = "fast",
+              option: str = "session_id=") -> LogReading:
+    """`read_log`, naming the choice of a session as `option` does (`--session ID` for
+    the command line) when a path holds several."""
+    try:
+        read = _read(path, session_id, progress, check == "fast", option)
+        return read if isinstance(read, LogReading) else LogReading._from(check_log(read))
+    except OSError as err:
+        raise StorageError(f"{path}: {err.strerror or err}", path=str(path)) from err
+    except (CorruptLogError, UnsupportedFormatError, StorageError) as err:
+        if err.line not in (None, 1) and err.code != "seq-gap":
+            raise
+        from ..importers import foreign_format_hint
+
+        if refusal(Path(path)) is not None:
+            raise
+        hint = foreign_format_hint(Path(path))
+        if hint is None:
+            raise
+        raise UnsupportedFormatError(hint, code="format-unsupported", path=str(path),
+                                     line=1 if Path(path).is_file() else None) from err
 
 
 def read_log(path: str | os.PathLike[str], *, session_id: str | None = None,
@@ -172,12 +172,15 @@ def read_log(path: str | os.PathLike[str], *, session_id: str | None = None,
     """Read a log for analysis; nothing is ever written.
 
     Args:
-        path: a `.jsonl` or `.jsonl.zstd` file, a JSONL store folder, or a SQLite database.
-        session_id: which session of a store or database (the only one by default).
+        path: a `.jsonl` or `.jsonl.zstd` file (or a folder holding one), a JSONL store
+            folder, a SQLite database, or a folder or glob of plain logs (see
+            `reading.paths`; a FIFO, a device or a file under /proc is refused unopened).
+        session_id: which session of a store, database or folder of logs (the only one
+            by default).
         progress: called now and then with (lines read, lines in all) while scanning.
         check: "fast" reads a JSONL log with the fast reader when it can (events parsed
-            on access; a number too large for a double inside message text is reported
-            when its event is read); "full" always runs the whole load pipeline.
+            on access, the same answer as the full pipeline); "full" always runs the
+            whole load pipeline (and keeps no plans).
 
     Returns:
         A `LogReading` with `.header`, `.events`, `.form`, `.fold`, `.closers`,
@@ -186,23 +189,6 @@ def read_log(path: str | os.PathLike[str], *, session_id: str | None = None,
     Raises:
         CorruptLogError: damaged committed data (the inner code kept, with line and seq).
         UnsupportedFormatError: another format or schema version.
-        StorageError: a missing file or an ambiguous session.
+        StorageError: a missing or refused path, or an ambiguous session.
     """
-    try:
-        read = _read_fast(Path(path), session_id, progress) if check == "fast" else None
-        if isinstance(read, LogReading):
-            return read
-        scan = read if read is not None else _scan(Path(path), session_id, progress)
-        return LogReading._from(check_log(scan))
-    except OSError as err:
-        raise StorageError(f"{path}: {err.strerror or err}", path=str(path)) from err
-    except (CorruptLogError, UnsupportedFormatError, StorageError) as err:
-        if err.line not in (None, 1) and err.code != "seq-gap":
-            raise
-        from ..importers import foreign_format_hint
-
-        hint = foreign_format_hint(Path(path))
-        if hint is None:
-            raise
-        raise UnsupportedFormatError(hint, code="format-unsupported", path=str(path),
-                                     line=1 if Path(path).is_file() else None) from err
+    return read_path(path, session_id=session_id, progress=progress, check=check)

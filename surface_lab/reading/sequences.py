@@ -14,13 +14,13 @@ from ..chunks import expand_row
 from ..errors import CorruptLogError
 from ..events import Event, freeze_event, message_of
 from ..messages import message_text
-from ..surface import REPLACE, Plan
+from ..surface import PlanList
 from ..views import ReadOnlySequence
 from .codec import BadLine, parse_line
 from .columns import EventColumns, event_columns
 from .lines import CODE, IS_SURFACE, ROW, TYPE_NAMES, Records
 
-__all__ = ["LineNumbers", "LogEvents", "PlanList"]
+__all__ = ["LineNumbers", "LogEvents", "PlanList"]  # PlanList: surface's
 
 _ROW_AS_CHUNK = bytes(range(255)) + bytes((CODE["assistant/chunk"],))  # members are chunks
 
@@ -212,21 +212,3 @@ class LineNumbers(ReadOnlySequence[int]):
 
     def _item(self, seq: int) -> int:
         return bisect_right(self._first_seq, seq) + 1
-
-
-class PlanList(ReadOnlySequence[Plan]):
-    """The plan each event committed, made on demand: a kind per event, and the replaces
-    whole."""
-
-    _what = "plan"
-
-    def __init__(self, kinds: bytearray, replaces: dict[int, Plan]) -> None:
-        self.kinds = kinds
-        self.replaces = replaces
-
-    def __len__(self) -> int:
-        return len(self.kinds)
-
-    def _item(self, seq: int) -> Plan:
-        kind = self.kinds[seq]
-        return self.replaces[seq] if kind == REPLACE else Plan(seq, kind)
