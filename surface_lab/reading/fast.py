@@ -226,28 +226,60 @@ def _utf8_ok(data: bytes) -> bool:
     return True
 
 
-def _line_starts(data: bytes, first: int) -> list[int] | None:
-    """The byte offset of every line from `first` on, and one past the last; None unless
-    every line starts with "{" and ends with "}". Then each line break separates two
-    JSON values (no value goes on past a "}" with a "{"), so `decode_lines`, which reads
-    values separated by any whitespace, gives one per line exactly when it gives as many
-    values as there are lines. (numpy finds the line breaks, a few MB at a time.)"""
+def _line_starts(data: bytes, first: int) -> tuple[list[int], list[int]] | None:
+    """The byte offset of every line from `first` on and one past the last, and the
+    offsets where a number too large for a double may start (see `_numbers_fit`); None
+    unless every line starts with "{" and ends with "}". Then each line break separates
+    two JSON values (no value goes on past a "}" with a "{"), so `decode_lines`, which
+    reads values separated by any whitespace, gives one per line exactly when it gives
+    as many values as there are lines. numpy looks for both in one pass, `_BLOCK` bytes
+    at a time (they stay in the cache for all the comparisons)."""
     import numpy as np
 
     bytes_ = np.frombuffer(data, dtype=np.uint8)
     ends = []
-    for lo in range(first, len(data), _SCAN_BYTES):
-        # No stored record is shorter than the shortest envelope, so a stretch with more
+    suspects: list[int] = []
+    for lo in range(first, len(data), _BLOCK):
+        x = bytes_[lo : lo + _BLOCK + 4]  # 4 more for a number's exponent
+        is_break = x[: _BLOCK] == _NEWLINE
+        # No stored record is shorter than the shortest envelope, so a block with more
         # line breaks than that allows (a newline bomb) goes to the full scan before any
-        # of its breaks is listed: they take at most 8 bytes per 40 of the log.
-        if data.count(b"\n", lo, lo + _SCAN_BYTES) > _SCAN_BYTES // (len(_SHORTEST) + 1) + 1:
+        # of its breaks is listed: they take at most 1 byte in 40 of the log.
+        if np.count_nonzero(is_break) > _BLOCK // (len(_SHORTEST) + 1) + 1:
             return None
-        ends.append(np.flatnonzero(bytes_[lo : lo + _SCAN_BYTES] == _NEWLINE) + lo)
+        ends.append(np.flatnonzero(is_break) + lo)
+        suspects += _big_number_suspects(np, x, lo)
     breaks = np.concatenate([np.zeros(0, dtype=np.intp), *ends])
     if not ((bytes_[breaks[:-1] + 1] == _OPEN).all() and (bytes_[breaks - 1] == _CLOSE).all()
             and (len(breaks) == 0 or bytes_[first] == _OPEN)):
         return None
-    return [first, *(breaks + 1).tolist()]
+    return [first, *(breaks + 1).tolist()], suspects
+
+
+_BLOCK = 128 << 10  # bytes looked at a time by the scan (they stay in the cache)
+_DIGIT_WORD = 0x0101010101010101  # eight digits in a row, as a word of digit flags
+_SEVEN_WORDS = b"\x01" * 7
+
+
+def _big_number_suspects(np: Any, x: Any, at: int) -> list[int]:
+    """Where in block `x` (a uint8 array of the log from offset `at`, with the 4 bytes
+    after it) a number too large for a double may start. Such a number has an exponent
+    of three digits or more, or a run of 210 digits (and an exponent of two at most):
+    an "e" or "E" followed by three digits (a "+" between allowed), or 56 digits
+    filling seven aligned words (a run of 210 digits has 105 in one block, so it fills
+    some). Text such as "1e400" in a string is one too: `_numbers_fit` parses the line."""
+    found: list[int] = []
+    digit = (x - 0x30) < 10
+    e = np.flatnonzero(((x[:-4] | 0x20) == 0x65) & (digit[1:-3] | (x[1:-3] == 0x2B)))
+    if len(e):
+        exponent = e + 1 + (x[e + 1] == 0x2B)
+        found += (e[digit[exponent] & digit[exponent + 1] & digit[exponent + 2]] + at).tolist()
+    flags = (digit[: len(digit) // 8 * 8].view(np.uint64) == _DIGIT_WORD).tobytes()
+    run = flags.find(_SEVEN_WORDS)
+    while run >= 0:
+        found.append(at + run * 8)
+        run = flags.find(_SEVEN_WORDS, run + 7)
+    return found
 
 
 def _maybe_too_deep(data: bytes, start: int, end: int) -> bool:
@@ -283,7 +315,6 @@ def _deeper(frames: int, call: Callable[[], _T]) -> _T:
 
 
 _TOO_DEEP = b"[" * (_MAX_DEPTH + 1) + b"]" * (_MAX_DEPTH + 1)
-_SCAN_BYTES = 4 << 20  # the line breaks are looked for this many bytes at a time
 _SHORTEST = b'{"type":"a","seq":0,"time":0,"data":{}}'  # of the stored event lines
 _NEWLINE, _OPEN, _CLOSE = b"\n{}"
 # The deepest stack the bound below builds; past it lines are looked at one by one.
@@ -323,44 +354,15 @@ def _decoded(data: bytes, starts: list[int]) -> Iterator[tuple[int, list[Any]]]:
                 b - a > 2 * _MAX_DEPTH and _maybe_too_deep(data, a, b - 1)
                 for a, b in pairwise(starts[first : end + 1]))):
             raise RecursionError("not one record per line, or a line nested too deep")
-        if not _numbers_fit(data, starts, first, end):
-            raise msgspec.DecodeError("a number too large for a double")
         yield first, records
 
 
-_BLOCK = 128 << 10  # bytes looked at a time by the number check (they stay in the cache)
-_DIGIT_WORD = 0x0101010101010101  # eight digits in a row, as a word of digit flags
-_SEVEN_WORDS = b"\x01" * 7
-
-
-def _numbers_fit(data: bytes, starts: list[int], first: int, end: int) -> bool:
-    """Whether every number in lines `first` to `end` (excluded) fits a double, as the
-    full pipeline's parser (orjson) requires; msgspec skips the numbers in text the
-    checks do not read without converting them. Such a number has an exponent of three
-    digits or more, or a run of 210 digits (and an exponent of two at most). numpy finds
-    the lines that may hold one, a block at a time: an "e" or "E" followed by three
-    digits (a "+" between allowed), or 56 digits filling seven aligned words (a run of
-    210 digits has 105 in one block, so it fills some); those lines are parsed to find
-    out (text such as "1e400" in a string is one too)."""
-    import numpy as np
-
-    lo, hi = starts[first], starts[end]
-    line = np.frombuffer(data, dtype=np.uint8, count=hi - lo, offset=lo)
-    at: list[int] = []
-    for block in range(0, hi - lo, _BLOCK):
-        x = line[block : block + _BLOCK + 4]
-        digit = (x - 0x30) < 10
-        e = np.flatnonzero(((x[:-4] | 0x20) == 0x65) & (digit[1:-3] | (x[1:-3] == 0x2B)))
-        if len(e):
-            exponent = e + 1 + (x[e + 1] == 0x2B)
-            at += (e[digit[exponent] & digit[exponent + 1] & digit[exponent + 2]]
-                   + block).tolist()
-        flags = (digit[: len(digit) // 8 * 8].view(np.uint64) == _DIGIT_WORD).tobytes()
-        run = flags.find(_SEVEN_WORDS)
-        while run >= 0:
-            at.append(block + run * 8)
-            run = flags.find(_SEVEN_WORDS, run + 7)
-    for k in {bisect_right(starts, lo + a) - 1 for a in at}:
+def _numbers_fit(data: bytes, starts: list[int], suspects: list[int]) -> bool:
+    """Whether every number in the lines fits a double, as the full pipeline's parser
+    (orjson) requires; msgspec skips the numbers in text the checks do not read without
+    converting them. Only the lines holding a suspect (`_big_number_suspects`) can hold
+    one: they are parsed to find out."""
+    for k in {bisect_right(starts, at) - 1 for at in suspects}:
         try:
             orjson.loads(view_of(data, starts, k))
         except orjson.JSONDecodeError:
@@ -393,9 +395,13 @@ def _fast_check(data: bytes, path: str, header_end: int,
                 note: Callable[..., None]) -> Checked | None:
     if not data.endswith(b"\n") or not _utf8_ok(data):
         return None
-    starts = _line_starts(data, header_end)
-    if starts is None or (len(data) - header_end > MAX_LINE_BYTES and max(
-            map(operator.sub, starts[1:], starts)) > MAX_LINE_BYTES + 1):
+    scanned = _line_starts(data, header_end)
+    if scanned is None:
+        return None
+    starts, suspects = scanned
+    if (len(data) - header_end > MAX_LINE_BYTES and max(
+            map(operator.sub, starts[1:], starts)) > MAX_LINE_BYTES + 1) or not _numbers_fit(
+            data, starts, suspects):
         return None
     kept = Records(starts, bytearray(), [0])
     log = LogEvents(data, path, kept)
