@@ -17,11 +17,10 @@ rest are checked a stretch of lines at a time: seqs across lines and row members
 legacy shapes, tool call ids, the appends' sources all at once, and each replace
 through `plan_event`. Text the checks do not need (message content, tool output, chunk
 text) is skipped by msgspec, which still checks its JSON syntax; UTF-8 is checked
-separately, only where the bytes are not ASCII. One difference is left: msgspec
-skips numbers without converting them, so a number too large for a double (`1e400`)
-inside skipped text is reported, as `line-unparsable` with its file, line and seq, when
-that event is first read rather than by `read_log` itself. `read_log(path, check="full")`
-and `surface-lab validate` run the full pipeline and report it up front.
+separately, only where the bytes are not ASCII. msgspec skips numbers without
+converting them, so the pass that finds the line breaks also finds where a number too
+large for a double (`1e400`) may be, and those few lines are parsed as the full
+pipeline parses them (`_numbers_fit`): a log holding one goes to that pipeline.
 """
 
 from __future__ import annotations
@@ -248,7 +247,7 @@ def _line_starts(data: bytes, first: int) -> tuple[list[int], list[int]] | None:
         if np.count_nonzero(is_break) > _BLOCK // (len(_SHORTEST) + 1) + 1:
             return None
         ends.append(np.flatnonzero(is_break) + lo)
-        suspects += _big_number_suspects(np, x, lo)
+        suspects += _big_number_suspects(np, data, x, lo)
     breaks = np.concatenate([np.zeros(0, dtype=np.intp), *ends])
     if not ((bytes_[breaks[:-1] + 1] == _OPEN).all() and (bytes_[breaks - 1] == _CLOSE).all()
             and (len(breaks) == 0 or bytes_[first] == _OPEN)):
@@ -261,8 +260,8 @@ _DIGIT_WORD = 0x0101010101010101  # eight digits in a row, as a word of digit fl
 _SEVEN_WORDS = b"\x01" * 7
 
 
-def _big_number_suspects(np: Any, x: Any, at: int) -> list[int]:
-    """Where in block `x` (a uint8 array of the log from offset `at`, with the 4 bytes
+def _big_number_suspects(np: Any, data: bytes, x: Any, at: int) -> list[int]:
+    """Where in block `x` (a uint8 array of `data` from offset `at`, with the 4 bytes
     after it) a number too large for a double may start. Such a number has an exponent
     of three digits or more, or a run of 210 digits (and an exponent of two at most):
     an "e" or "E" followed by three digits (a "+" between allowed), or 56 digits
@@ -270,7 +269,12 @@ def _big_number_suspects(np: Any, x: Any, at: int) -> list[int]:
     some). Text such as "1e400" in a string is one too: `_numbers_fit` parses the line."""
     found: list[int] = []
     digit = (x - 0x30) < 10
-    e = np.flatnonzero(((x[:-4] | 0x20) == 0x65) & (digit[1:-3] | (x[1:-3] == 0x2B)))
+    e = (x[:-4] | 0x20) == 0x65
+    if data.find(b"+", at, at + len(x)) >= 0:  # found by memchr: most blocks have none
+        e &= digit[1:-3] | (x[1:-3] == 0x2B)
+    else:
+        e &= digit[1:-3]
+    e = np.flatnonzero(e)
     if len(e):
         exponent = e + 1 + (x[e + 1] == 0x2B)
         found += (e[digit[exponent] & digit[exponent + 1] & digit[exponent + 2]] + at).tolist()
