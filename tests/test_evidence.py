@@ -193,7 +193,7 @@ def test_the_packed_incremental_walk_finds_what_the_definition_finds(
 
     monkeypatch.setattr(_Walk, "visible", checked)
     fast = find_lost_evidence(log.events)
-    assert all(checks) and (name != "generated" or len(checks) > 100)
+    assert all(checks) and (name != "generated" or len(checks) > 20)
     monkeypatch.setattr(_Walk, "visible", _definition_visible)
     slow = find_lost_evidence([log.events[s] for s in range(len(log.events))])
     assert fast == slow
