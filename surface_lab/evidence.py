@@ -15,7 +15,7 @@ from .events import Event, message_of
 from .facts import DEFAULT_RULES, author_of, find_mentions
 from .messages import message_text
 from .reading.sequences import LogEvents
-from .surface import LOG_ONLY, REPLACE, Plan, apply_plan, plan_event
+from .surface import LOG_ONLY, REPLACE, Plan, PlanList, apply_plan, plan_event
 
 __all__ = ["KINDS", "LostEvidence", "find_lost_evidence", "plan_log"]
 
@@ -127,9 +127,11 @@ def find_lost_evidence(events: Sequence[Event], plans: Sequence[Plan] | None = N
     # the walk only reads: a packed log's events as parsed, not frozen (no copy made)
     read = events.raw if isinstance(events, LogEvents) else events.__getitem__
     nodes: list[int] = []
-    for plan in plans if plans is not None else plan_log(events):
-        if plan.kind == LOG_ONLY:  # only surface events act or answer; leave chunks packed
-            continue
+    plans = plans if plans is not None else plan_log(events)
+    # only surface events act or answer; leave chunks packed, and log-only plans unmade
+    seqs = (s for s, kind in enumerate(plans.kinds) if kind != LOG_ONLY) \
+        if isinstance(plans, PlanList) else (p.seq for p in plans if p.kind != LOG_ONLY)
+    for plan in map(plans.__getitem__, seqs):
         event = read(plan.seq)
         if plan.kind == REPLACE:
             for s in plan.shadowed:

@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 from .events import message_of
@@ -141,6 +141,22 @@ class FactRules:
         return replace(self, kinds=tuple(k for k in self.kinds if k.name not in names),
                        noise=tuple(n for n in self.noise if n.name not in names))
 
+    def is_noise(self, text: str, kind: str) -> bool:
+        """Whether a mention of this kind matches one of the noise filters (remembered
+        for the next replace that hides it; at most 2**16 verdicts are kept)."""
+        verdicts = self._noise_verdicts
+        verdict = verdicts.get((text, kind))
+        if verdict is None:
+            if len(verdicts) >= 1 << 16:
+                verdicts.clear()
+            verdict = verdicts[(text, kind)] = any(
+                f.regex.fullmatch(text) for f in self.noise if not f.kinds or kind in f.kinds)
+        return verdict
+
+    @cached_property
+    def _noise_verdicts(self) -> dict[tuple[str, str], bool]:
+        return {}
+
     @cached_property
     def strip_regex(self) -> re.Pattern[str] | None:
         return re.compile("|".join(f"(?:{p})" for p in self.strip)) if self.strip else None
@@ -230,13 +246,18 @@ class Mention:
     score: float = 0.0
     series: bool = False
 
-    @cached_property
+    @property
     def regex(self) -> re.Pattern[str]:
         """Where the mention occurs in other text (a template matches any member)."""
-        parts = (r"\d+" if p == "#" else re.escape(p) for p in re.split(r"(#)", self.text))
-        body = "".join(parts) if self.series else re.escape(self.text)
-        return re.compile(r"(?<![\w])" + body + r"(?![\w])" if self.text[:1].isalnum()
-                          and self.text[-1:].isalnum() else body, re.I)
+        return _mention_regex(self.text, self.series)
+
+
+@lru_cache(maxsize=1 << 14)  # an audit asks again for the mentions every replace hides
+def _mention_regex(text: str, series: bool) -> re.Pattern[str]:
+    parts = (r"\d+" if p == "#" else re.escape(p) for p in re.split(r"(#)", text))
+    body = "".join(parts) if series else re.escape(text)
+    return re.compile(r"(?<![\w])" + body + r"(?![\w])" if text[:1].isalnum()
+                      and text[-1:].isalnum() else body, re.I)
 
 
 def author_of(event: Mapping[str, Any]) -> str:
@@ -257,6 +278,10 @@ def author_of(event: Mapping[str, Any]) -> str:
 
 def _template(text: str) -> str:
     return _DIGITS.sub("#", text)
+
+
+# a mention's template, remembered: mentions recur across the texts and replaces of a log
+_mention_template = lru_cache(maxsize=1 << 16)(_template)
 
 
 def find_mentions(text: str, *, author: str = "user", rules: FactRules = DEFAULT_RULES,
@@ -330,20 +355,19 @@ def _finish(raw: list[tuple[str, str, bool]], rules: FactRules, ignore: set[str]
     # key order as one match at a time
     for (mention, kind, from_repeated), n in Counter(raw).items():
         series = from_repeated and bool(_DIGITS.search(mention))
-        counts[(_template(mention) if series else mention, kind, series)] += n
+        counts[(_mention_template(mention) if series else mention, kind, series)] += n
     if rules.series_min:  # name_1, name_2, ... name_40: one mention
         families: dict[tuple[str, str], list[tuple[str, str, bool]]] = {}
         for key in counts:
             if not key[2] and _DIGITS.search(key[0]):
-                families.setdefault((_template(key[0]), key[1]), []).append(key)
+                families.setdefault((_mention_template(key[0]), key[1]), []).append(key)
         for (template, kind), members in families.items():
             if len(members) >= rules.series_min:
                 total = sum(counts.pop(m) for m in members)
                 counts[(template, kind, True)] += total
     out = []
     for (text, kind, series), n in counts.items():
-        if text in ignore or any(f.regex.fullmatch(text) for f in rules.noise
-                                 if not f.kinds or kind in f.kinds):
+        if text in ignore or rules.is_noise(text, kind):
             continue
         # a family counts once, at half weight; a repeated name gains a little
         score = weights.get(kind, 1.0) * 0.5 if series else \
