@@ -354,12 +354,12 @@ def _finish(raw: list[tuple[str, str, bool]], rules: FactRules, ignore: set[str]
     # each distinct match once, in order of first occurrence: the same keys, counts and
     # key order as one match at a time
     for (mention, kind, from_repeated), n in Counter(raw).items():
-        series = from_repeated and bool(_DIGITS.search(mention))
+        series = from_repeated and _mention_template(mention) != mention  # has digits
         counts[(_mention_template(mention) if series else mention, kind, series)] += n
     if rules.series_min:  # name_1, name_2, ... name_40: one mention
         families: dict[tuple[str, str], list[tuple[str, str, bool]]] = {}
         for key in counts:
-            if not key[2] and _DIGITS.search(key[0]):
+            if not key[2] and _mention_template(key[0]) != key[0]:
                 families.setdefault((_mention_template(key[0]), key[1]), []).append(key)
         for (template, kind), members in families.items():
             if len(members) >= rules.series_min:
