@@ -163,13 +163,25 @@ class _Walk:
             self.texts[seq] = message_text(self.read(seq))
         return self.texts[seq]
 
+    def decode(self, seqs: list[int]) -> None:
+        """Read the texts of these events not read yet, from a packed log's lines with the
+        typed decoder of the message content alone (`LogEvents.message_texts`)."""
+        if isinstance(self.events, LogEvents):
+            missing = [s for s in seqs if s not in self.texts]
+            if missing:
+                for seq, (text, _) in zip(missing, self.events.message_texts(missing),
+                                          strict=True):
+                    self.texts[seq] = text
+
     def visible(self, nodes: list[int]) -> str:
         """The surface's texts joined by newlines; a surface that only grew since the
         last one joins only the new texts."""
         before, joined = self.shown
         if before and len(nodes) > len(before) and nodes[: len(before)] == before:
+            self.decode(nodes[len(before):])
             joined += "\n" + "\n".join(self.text(n) for n in nodes[len(before):])
         elif nodes != before:
+            self.decode(nodes)
             joined = "\n".join(self.text(n) for n in nodes)
         self.shown = (list(nodes), joined)
         return joined
