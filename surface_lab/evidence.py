@@ -14,7 +14,8 @@ from typing import Any
 from .events import Event, message_of
 from .facts import DEFAULT_RULES, author_of, find_mentions
 from .messages import message_text
-from .surface import LOG_ONLY, REPLACE, Plan, apply_plan, plan_event
+from .reading.sequences import LogEvents
+from .surface import LOG_ONLY, REPLACE, Plan, PlanList, apply_plan, plan_event
 
 __all__ = ["KINDS", "LostEvidence", "find_lost_evidence", "plan_log"]
 
@@ -123,11 +124,15 @@ def find_lost_evidence(events: Sequence[Event], plans: Sequence[Plan] | None = N
         plans: each event's plan, when already computed (as `LogData.plans`).
     """
     walk = _Walk(events)
+    # the walk only reads: a packed log's events as parsed, not frozen (no copy made)
+    read = events.raw if isinstance(events, LogEvents) else events.__getitem__
     nodes: list[int] = []
-    for plan in plans if plans is not None else plan_log(events):
-        if plan.kind == LOG_ONLY:  # only surface events act or answer; leave chunks packed
-            continue
-        event = events[plan.seq]
+    plans = plans if plans is not None else plan_log(events)
+    # only surface events act or answer; leave chunks packed, and log-only plans unmade
+    seqs = (s for s, kind in enumerate(plans.kinds) if kind != LOG_ONLY) \
+        if isinstance(plans, PlanList) else (p.seq for p in plans if p.kind != LOG_ONLY)
+    for plan in map(plans.__getitem__, seqs):
+        event = read(plan.seq)
         if plan.kind == REPLACE:
             for s in plan.shadowed:
                 walk.hidden_by.setdefault(s, plan.seq)
@@ -143,6 +148,8 @@ class _Walk:
 
     def __init__(self, events: Sequence[Event]) -> None:
         self.events = events
+        self.read = events.raw if isinstance(events, LogEvents) else events.__getitem__
+        self.shown: tuple[list[int], str] = ([], "")  # a surface and its joined texts
         self.hidden_by: dict[int, int] = {}
         self.calls: dict[str, _Call] = {}  # call id -> call
         self.latest: dict[str, _Call] = {}  # name + arguments -> the latest such call
@@ -153,8 +160,31 @@ class _Walk:
 
     def text(self, seq: int) -> str:
         if seq not in self.texts:
-            self.texts[seq] = message_text(self.events[seq])
+            self.texts[seq] = message_text(self.read(seq))
         return self.texts[seq]
+
+    def decode(self, seqs: list[int]) -> None:
+        """Read the texts of these events not read yet, from a packed log's lines with the
+        typed decoder of the message content alone (`LogEvents.message_texts`)."""
+        if isinstance(self.events, LogEvents):
+            missing = [s for s in seqs if s not in self.texts]
+            if missing:
+                for seq, (text, _) in zip(missing, self.events.message_texts(missing),
+                                          strict=True):
+                    self.texts[seq] = text
+
+    def visible(self, nodes: list[int]) -> str:
+        """The surface's texts joined by newlines; a surface that only grew since the
+        last one joins only the new texts."""
+        before, joined = self.shown
+        if before and len(nodes) > len(before) and nodes[: len(before)] == before:
+            self.decode(nodes[len(before):])
+            joined += "\n" + "\n".join(self.text(n) for n in nodes[len(before):])
+        elif nodes != before:
+            self.decode(nodes)
+            joined = "\n".join(self.text(n) for n in nodes)
+        self.shown = (list(nodes), joined)
+        return joined
 
     def record(self, event: Event, seq: int) -> None:
         kind = event["type"]
@@ -190,7 +220,7 @@ class _Walk:
                 return False
             text = self.text(s).strip()
             if visible is None:
-                visible = "\n".join(self.text(n) for n in nodes)
+                visible = self.visible(nodes)
             return bool(text) and text not in visible
 
         data = event.get("data")

@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 from .events import message_of
@@ -33,6 +33,8 @@ __all__ = [
     "facts_at_risk",
     "find_mentions",
     "score_facts",
+    "texts_at_risk",
+    "tool_names",
 ]
 
 _DIGITS = re.compile(r"\d+")
@@ -139,6 +141,22 @@ class FactRules:
         return replace(self, kinds=tuple(k for k in self.kinds if k.name not in names),
                        noise=tuple(n for n in self.noise if n.name not in names))
 
+    def is_noise(self, text: str, kind: str) -> bool:
+        """Whether a mention of this kind matches one of the noise filters (remembered
+        for the next replace that hides it; at most 2**16 verdicts are kept)."""
+        verdicts = self._noise_verdicts
+        verdict = verdicts.get((text, kind))
+        if verdict is None:
+            if len(verdicts) >= 1 << 16:
+                verdicts.clear()
+            verdict = verdicts[(text, kind)] = any(
+                f.regex.fullmatch(text) for f in self.noise if not f.kinds or kind in f.kinds)
+        return verdict
+
+    @cached_property
+    def _noise_verdicts(self) -> dict[tuple[str, str], bool]:
+        return {}
+
     @cached_property
     def strip_regex(self) -> re.Pattern[str] | None:
         return re.compile("|".join(f"(?:{p})" for p in self.strip)) if self.strip else None
@@ -228,13 +246,18 @@ class Mention:
     score: float = 0.0
     series: bool = False
 
-    @cached_property
+    @property
     def regex(self) -> re.Pattern[str]:
         """Where the mention occurs in other text (a template matches any member)."""
-        parts = (r"\d+" if p == "#" else re.escape(p) for p in re.split(r"(#)", self.text))
-        body = "".join(parts) if self.series else re.escape(self.text)
-        return re.compile(r"(?<![\w])" + body + r"(?![\w])" if self.text[:1].isalnum()
-                          and self.text[-1:].isalnum() else body, re.I)
+        return _mention_regex(self.text, self.series)
+
+
+@lru_cache(maxsize=1 << 14)  # an audit asks again for the mentions every replace hides
+def _mention_regex(text: str, series: bool) -> re.Pattern[str]:
+    parts = (r"\d+" if p == "#" else re.escape(p) for p in re.split(r"(#)", text))
+    body = "".join(parts) if series else re.escape(text)
+    return re.compile(r"(?<![\w])" + body + r"(?![\w])" if text[:1].isalnum()
+                      and text[-1:].isalnum() else body, re.I)
 
 
 def author_of(event: Mapping[str, Any]) -> str:
@@ -257,6 +280,10 @@ def _template(text: str) -> str:
     return _DIGITS.sub("#", text)
 
 
+# a mention's template, remembered: mentions recur across the texts and replaces of a log
+_mention_template = lru_cache(maxsize=1 << 16)(_template)
+
+
 def find_mentions(text: str, *, author: str = "user", rules: FactRules = DEFAULT_RULES,
                   ignore: Iterable[str] = ()) -> list[Mention]:
     """The mentions in one message's text, noise removed, best first.
@@ -274,28 +301,42 @@ def find_mentions(text: str, *, author: str = "user", rules: FactRules = DEFAULT
 
 
 def _raw_mentions(text: str, author: str, rules: FactRules) -> list[tuple[str, str, bool]]:
-    """(mention, kind, from a repeated line) for every match, in text order."""
+    """(mention, kind, from a repeated line) for every match, in text order.
+
+    A match is from a repeated line when the digit-blind template of its line (from the
+    line's start before the match to the line's end after it, in the text as the earlier
+    consuming kinds left it) is one of the text's repeated lines. The flag is looked up
+    once per line and kind, and not at all when no line repeats."""
     if rules.strip_regex is not None:
         text = rules.strip_regex.sub(" ", text)
     repeated: set[str] = set()
     if rules.repeated_line_min:
-        counts = Counter(_template(line.strip()) for line in text.splitlines())
+        # templating the whole text is templating each line: digits are never line breaks
+        # or blanks, so neither splitlines nor strip sees a difference
+        counts = Counter(line.strip() for line in _template(text).splitlines())
         repeated = {t for t, n in counts.items() if n >= rules.repeated_line_min and t}
     out: list[tuple[str, str, bool]] = []
     for kind in rules.kinds:
         if kind.authors and author not in kind.authors:
             continue
         found: list[tuple[int, int]] = []
+        lines: dict[tuple[int, int], bool] = {}  # (start, end) of a line -> repeated
         for match in kind.regex.finditer(text):
             groups = match.groupdict()
             value = next((v for v in groups.values() if v), None) if groups else None
             mention = (value or match.group(0)).strip()
             if not mention:
                 continue
-            start = text.rfind("\n", 0, match.start()) + 1
-            end = text.find("\n", match.end())
-            line = text[start : end if end >= 0 else len(text)].strip()
-            out.append((mention, kind.name, _template(line) in repeated))
+            from_repeated = False
+            if repeated:
+                start = text.rfind("\n", 0, match.start()) + 1
+                end = text.find("\n", match.end())
+                key = (start, end if end >= 0 else len(text))
+                flag = lines.get(key)
+                if flag is None:
+                    flag = lines[key] = _template(text[key[0] : key[1]].strip()) in repeated
+                from_repeated = flag
+            out.append((mention, kind.name, from_repeated))
             found.append(match.span())
         if kind.consume and found:
             pieces, at = [], 0
@@ -310,22 +351,23 @@ def _finish(raw: list[tuple[str, str, bool]], rules: FactRules, ignore: set[str]
             ) -> list[Mention]:
     weights = {k.name: k.weight for k in rules.kinds}
     counts: Counter[tuple[str, str, bool]] = Counter()
-    for mention, kind, from_repeated in raw:
-        series = from_repeated and bool(_DIGITS.search(mention))
-        counts[(_template(mention) if series else mention, kind, series)] += 1
+    # each distinct match once, in order of first occurrence: the same keys, counts and
+    # key order as one match at a time
+    for (mention, kind, from_repeated), n in Counter(raw).items():
+        series = from_repeated and _mention_template(mention) != mention  # has digits
+        counts[(_mention_template(mention) if series else mention, kind, series)] += n
     if rules.series_min:  # name_1, name_2, ... name_40: one mention
         families: dict[tuple[str, str], list[tuple[str, str, bool]]] = {}
         for key in counts:
-            if not key[2] and _DIGITS.search(key[0]):
-                families.setdefault((_template(key[0]), key[1]), []).append(key)
+            if not key[2] and _mention_template(key[0]) != key[0]:
+                families.setdefault((_mention_template(key[0]), key[1]), []).append(key)
         for (template, kind), members in families.items():
             if len(members) >= rules.series_min:
                 total = sum(counts.pop(m) for m in members)
                 counts[(template, kind, True)] += total
     out = []
     for (text, kind, series), n in counts.items():
-        if text in ignore or any(f.regex.fullmatch(text) for f in rules.noise
-                                 if not f.kinds or kind in f.kinds):
+        if text in ignore or rules.is_noise(text, kind):
             continue
         # a family counts once, at half weight; a repeated name gains a little
         score = weights.get(kind, 1.0) * 0.5 if series else \
@@ -346,7 +388,8 @@ def _natural(text: str) -> list[Any]:
             for part in re.split(r"(\d+)", text)]
 
 
-def _tool_names(events: Iterable[Mapping[str, Any]]) -> set[str]:
+def tool_names(events: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The names of the tools the assistant messages among `events` call."""
     names = set()
     for event in events:
         if event.get("type") != "assistant/message":
@@ -367,13 +410,34 @@ def facts_at_risk(hidden: Sequence[Mapping[str, Any]], kept: Sequence[Mapping[st
     A mention counts as kept when its text (or, for a template, any member) occurs in a
     kept event's text, whatever the rules would make of that text.
     """
-    ignore = _tool_names([*hidden, *kept]) if rules.ignore_tool_names else set()
-    raw = [m for event in hidden
-           for m in _raw_mentions(message_text(event), author_of(event), rules)]
-    mentions = _finish(raw, rules, ignore)
+    ignore = tool_names([*hidden, *kept]) if rules.ignore_tool_names else set()
+    return texts_at_risk([(message_text(e), author_of(e)) for e in hidden],
+                         "\n".join(message_text(e) for e in kept), rules=rules,
+                         ignore=ignore)
+
+
+def texts_at_risk(hidden: Iterable[tuple[str, str]], kept_text: str, *,
+                  rules: FactRules = DEFAULT_RULES, ignore: Iterable[str] = (),
+                  memo: dict[tuple[str, str], list[tuple[str, str, bool]]] | None = None
+                  ) -> list[Mention]:
+    """`facts_at_risk` from texts: the hidden (text, author) pairs, the kept texts joined
+    by newlines and the mentions never to report (`facts_at_risk` ignores the names of
+    the tools called in either, when `rules.ignore_tool_names`).
+
+    `memo` keeps each distinct (text, author)'s matches for the next call, for an audit
+    whose replaces hide the same texts again; use one memo with one set of rules only.
+    """
+    raw: list[tuple[str, str, bool]] = []
+    for text, author in hidden:
+        found = memo.get((text, author)) if memo is not None else None
+        if found is None:
+            found = _raw_mentions(text, author, rules)
+            if memo is not None:
+                memo[(text, author)] = found
+        raw += found
+    mentions = _finish(raw, rules, set(ignore))
     if not mentions:
         return []
-    kept_text = "\n".join(message_text(e) for e in kept)
     if rules.strip_regex is not None:
         kept_text = rules.strip_regex.sub(" ", kept_text)
     lowered = kept_text.lower()

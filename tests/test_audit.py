@@ -3,8 +3,11 @@ many sources, literal text in figures and figures that save whole."""
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +18,11 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
 from surface_lab import Session, read_log
+from surface_lab.agent.samples import generate_large
 from surface_lab.cli import expand_audit_paths, main
 from surface_lab.errors import StorageError
 from surface_lab.events import freeze_event, mapping_at, message_of
-from surface_lab.facts import DEFAULT_RULES, facts_at_risk
+from surface_lab.facts import DEFAULT_RULES, Mention, _natural, author_of, tool_names
 from surface_lab.importers import import_any
 from surface_lab.jsonvalue import dumps
 from surface_lab.messages import message_text
@@ -53,16 +57,80 @@ COMPACTION_LOG = next(p for p in DSH if "compaction-recovery" in p.name)
 PI = next(p for p in OTHER.glob("*pi_small*"))
 
 
+def _definition_raw_mentions(text: str, author: str) -> list[tuple[str, str, bool]]:
+    """`facts._raw_mentions` the straightforward way: every line templated on its own,
+    every match's line sliced and templated again."""
+    rules = DEFAULT_RULES
+    text = re.sub("|".join(f"(?:{p})" for p in rules.strip), " ", text)
+    counts = Counter(re.sub(r"\d+", "#", line.strip()) for line in text.splitlines())
+    repeated = {t for t, n in counts.items() if n >= rules.repeated_line_min and t}
+    out: list[tuple[str, str, bool]] = []
+    for kind in rules.kinds:
+        if kind.authors and author not in kind.authors:
+            continue
+        found: list[tuple[int, int]] = []
+        for match in re.finditer(kind.pattern, text, re.I if kind.ignore_case else 0):
+            groups = match.groupdict()
+            value = next((v for v in groups.values() if v), None) if groups else None
+            mention = (value or match.group(0)).strip()
+            if not mention:
+                continue
+            start = text.rfind("\n", 0, match.start()) + 1
+            end = text.find("\n", match.end())
+            line = text[start : end if end >= 0 else len(text)].strip()
+            out.append((mention, kind.name, re.sub(r"\d+", "#", line) in repeated))
+            found.append(match.span())
+        if kind.consume and found:
+            pieces, at = [], 0
+            for a, b in found:
+                pieces += [text[at:a], " " * (b - a)]
+                at = b
+            text = "".join([*pieces, text[at:]])
+    return out
+
+
+def _definition_facts(hidden: list[Any], kept: list[Any]) -> list[str]:
+    """`facts_at_risk` by its definition: every hidden event matched anew, each match
+    counted one at a time."""
+    rules = DEFAULT_RULES
+    raw = [m for e in hidden for m in _definition_raw_mentions(message_text(e), author_of(e))]
+    counts: Counter[tuple[str, str, bool]] = Counter()
+    for mention, kind, from_repeated in raw:
+        series = from_repeated and bool(re.search(r"\d", mention))
+        counts[(re.sub(r"\d+", "#", mention) if series else mention, kind, series)] += 1
+    families: dict[tuple[str, str], list[tuple[str, str, bool]]] = {}
+    for key in counts:
+        if not key[2] and re.search(r"\d", key[0]):
+            families.setdefault((re.sub(r"\d+", "#", key[0]), key[1]), []).append(key)
+    for (template, kind), members in families.items():
+        if len(members) >= rules.series_min:
+            counts[(template, kind, True)] += sum(counts.pop(m) for m in members)
+    ignore = tool_names([*hidden, *kept])
+    weights = {k.name: k.weight for k in rules.kinds}
+    mentions = []
+    for (text, kind, series), n in counts.items():
+        if text in ignore or any(f.regex.fullmatch(text) for f in rules.noise
+                                 if not f.kinds or kind in f.kinds):
+            continue
+        score = weights[kind] * 0.5 if series else weights[kind] + 0.25 * math.log(n)
+        mentions.append(Mention(text, kind, n, round(score, 3), series))
+    mentions.sort(key=lambda m: (-m.score, _natural(m.text)))
+    kept_text = re.sub("|".join(f"(?:{p})" for p in rules.strip), " ",
+                       "\n".join(message_text(e) for e in kept))
+    at_risk = [m.text for m in mentions if m.regex.search(kept_text) is None]
+    return at_risk[: rules.max_mentions]
+
+
 def _reference_facts_at_risk(log: LogData) -> dict[int, list[str]]:
     """The definition, the slow way: the surface refolded from every plan at each
-    replace."""
+    replace, every hidden text matched anew."""
     traces = brackets(log)
     out = {}
     for plan in log.replaces:
         at = next((b.end for b in traces if b.start < plan.seq < b.end), plan.seq)
         nodes = nodes_at(log, min(at, len(log.events) - 1))
-        out[plan.seq] = [m.text for m in facts_at_risk(
-            [log.events[s] for s in plan.shadowed], [log.events[s] for s in nodes])]
+        out[plan.seq] = _definition_facts([log.events[s] for s in plan.shadowed],
+                                          [log.events[s] for s in nodes])
     return out
 
 
@@ -98,11 +166,30 @@ class TestCostFollowsTheReplaces:
         assert set(parsed) <= set(log.entries)  # the facts: surface entries only
         assert len(set(parsed)) < len(log.events) / 10
 
-    @pytest.mark.parametrize("name", ["long-compaction.jsonl", "pruned-tool-results.jsonl"])
-    def test_facts_at_risk_equal_the_definition(self, name: str) -> None:
-        log = load_source(SAMPLES / name)
+    @pytest.mark.parametrize("source", [
+        SAMPLES / "long-compaction.jsonl", SAMPLES / "pruned-tool-results.jsonl",
+        *DSH, *(p for p in sorted(OTHER.glob("*.json*")) if "compact" in p.name
+                or "summarization" in p.name or "pi_small" in p.name)],
+        ids=lambda p: p.name[-60:])
+    def test_facts_at_risk_equal_the_definition(self, source: Path) -> None:
+        """The memoised audit (each distinct text matched once, lines templated once)
+        reports exactly the facts of the definition, on the samples and real logs."""
+        log = load_source(source if source.parent == SAMPLES or source in DSH
+                          else list(import_any(source).events), progress=False)
         audit = compaction_audit(log, progress=False)
         expected = _reference_facts_at_risk(log)
+        assert {int(s): list(f) for s, f in zip(audit["seq"], audit["facts_at_risk"],
+                                                strict=True)} == expected
+
+    def test_facts_at_risk_equal_the_definition_on_a_generated_log(
+            self, tmp_path: Path) -> None:
+        """A generated log's replaces hide repeated log lines, series and the same texts
+        again: what the memo and the once-templated lines must get right."""
+        path, _ = generate_large(tmp_path / "g.jsonl", 20000)
+        log = load_source(path, progress=False)
+        audit = compaction_audit(log, progress=False)
+        expected = _reference_facts_at_risk(log)
+        assert sum(map(len, expected.values())) > 20
         assert {int(s): list(f) for s, f in zip(audit["seq"], audit["facts_at_risk"],
                                                 strict=True)} == expected
 

@@ -13,8 +13,10 @@ import pytest
 
 from surface_lab import Session, find_lost_evidence, read_log
 from surface_lab.agent.compaction import write_compaction, write_tool_result_rewrite
-from surface_lab.evidence import plan_log
+from surface_lab.agent.samples import generate_large
+from surface_lab.evidence import _Walk, plan_log
 from surface_lab.importers import import_any
+from surface_lab.messages import message_text
 from surface_lab.surface import apply_plan
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -167,3 +169,32 @@ class TestLogs:
             nodes = apply_plan(nodes, plan)
         for row in found:
             assert row.replace_seq < row.seq and row.hidden_seq not in before[row.seq]
+
+
+def _definition_visible(self: Any, nodes: list[int]) -> str:
+    """The surface's texts joined anew at every check, from frozen events."""
+    return "\n".join(message_text(self.events[n]) for n in nodes)
+
+
+@pytest.mark.parametrize("name", ["long-compaction.jsonl", "pruned-tool-results.jsonl",
+                                  "generated"])
+def test_the_packed_incremental_walk_finds_what_the_definition_finds(
+        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading a packed log's events unfrozen and joining only the texts a grown surface
+    added find exactly the evidence of frozen events and a surface joined at each check."""
+    path = SAMPLES / name if name != "generated" else \
+        generate_large(tmp_path / "g.jsonl", 20000)[0]
+    log = read_log(path)
+    incremental, checks = _Walk.visible, []
+
+    def checked(self: Any, nodes: list[int]) -> str:
+        checks.append(incremental(self, nodes) == _definition_visible(self, nodes))
+        return str(incremental(self, nodes))
+
+    monkeypatch.setattr(_Walk, "visible", checked)
+    fast = find_lost_evidence(log.events)
+    assert all(checks) and (name != "generated" or len(checks) > 20)
+    monkeypatch.setattr(_Walk, "visible", _definition_visible)
+    slow = find_lost_evidence([log.events[s] for s in range(len(log.events))])
+    assert fast == slow
+    assert name != "generated" or len(fast) > 10

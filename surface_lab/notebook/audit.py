@@ -15,8 +15,9 @@ from typing import Any
 import pandas as pd
 
 from ..evidence import find_lost_evidence
-from ..facts import DEFAULT_RULES, FactRules, facts_at_risk, find_mentions
+from ..facts import DEFAULT_RULES, FactRules, author_of, find_mentions, texts_at_risk, tool_names
 from ..gcpause import gc_paused
+from ..messages import message_text
 from ..surface import apply_plan
 from .frames import Bracket, bracket_of, brackets, prune_record, replacements_df
 from .plots import figure_png, plot_shadowing, plot_surface_size
@@ -56,21 +57,25 @@ def _facts_at_risk(log: LogData, traces: list[Bracket], bar: Any, rules: FactRul
                    ) -> dict[int, list[str]]:
     """For each replace, `facts_at_risk` of what it hid against the surface once it
     settled. The surface is rebuilt from the entries alone (log-only events do not move
-    it), and each entry is read once, only when a settle point needs it."""
+    it), each entry is read once, only when a settle point needs it, and each distinct
+    hidden text is matched once (`texts_at_risk`'s memo)."""
     wanted = _settle_points(log, traces)
     replaces = {p.seq: p for p in log.replaces}
     entries = log.entries
-    read: dict[int, Mapping[str, Any]] = {}
+    read: dict[int, tuple[str, str, frozenset[str]]] = {}  # seq -> text, author, tools
 
-    def events(seqs: Iterable[int]) -> list[Mapping[str, Any]]:
+    def events(seqs: Iterable[int]) -> list[tuple[str, str, frozenset[str]]]:
         out = []
         for seq in seqs:
-            event = read.get(seq)
-            if event is None:
-                event = read[seq] = log.read(seq)
-            out.append(event)
+            item = read.get(seq)
+            if item is None:
+                event = log.read(seq)
+                item = read[seq] = (message_text(event), author_of(event),
+                                    frozenset(tool_names([event])))
+            out.append(item)
         return out
 
+    memo: dict[tuple[str, str], list[tuple[str, str, bool]]] = {}
     nodes: list[int] = []
     done = 0
     at_risk: dict[int, list[str]] = {}
@@ -80,8 +85,13 @@ def _facts_at_risk(log: LogData, traces: list[Bracket], bar: Any, rules: FactRul
             nodes = apply_plan(nodes, log.plans[seq])
         done = stop
         for seq in wanted[point]:  # kept: the replacement and the rest of the surface
-            at_risk[seq] = [m.text for m in facts_at_risk(
-                events(replaces[seq].shadowed), events(nodes), rules=rules)]
+            hidden, kept = events(replaces[seq].shadowed), events(nodes)
+            ignore = frozenset().union(*(t for *_, t in hidden), *(t for *_, t in kept)) \
+                if rules.ignore_tool_names else frozenset()
+            at_risk[seq] = [m.text for m in texts_at_risk(
+                [(text, author) for text, author, _ in hidden],
+                "\n".join(text for text, *_ in kept), rules=rules, ignore=ignore,
+                memo=memo)]
             bar.update(1)
     return at_risk
 
