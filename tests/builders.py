@@ -50,3 +50,17 @@ def replace(seq: int, start: int, end: int, sources: list[int],
             kind: str = "user/message") -> dict[str, Any]:
     data = user_msg(f"r{seq}", "summary") if kind == "user/message" else tool_data()
     return ev(seq, kind, data, op=(start, end), sources=sources)
+
+
+def read_outcome(path: Any, check: str) -> tuple[str, Any]:
+    """What `read_log(path, check=...)` gives, comparable across the two readers: the
+    error's class, code, line and seq, or everything the reading holds (plans included)."""
+    from surface_lab import read_log
+    from surface_lab.errors import SurfaceLabError
+
+    try:
+        log = read_log(path, check=check)  # type: ignore[arg-type]
+    except SurfaceLabError as err:
+        return "error", (type(err).__name__, err.code, err.line, err.seq)
+    return "read", (log.header, list(log.events), log.fold, log.closers, log.problems,
+                    list(log.lines), log.form, log.mode, log.valid, list(log.plans or []))

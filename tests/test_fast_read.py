@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from builders import read_outcome
 
 from surface_lab import read_log
-from surface_lab.errors import CorruptLogError, SurfaceLabError
+from surface_lab.errors import CorruptLogError
 from surface_lab.notebook import events_df
 from surface_lab.notebook.frames import event_columns
 from surface_lab.notebook.source import load_source
@@ -23,18 +24,11 @@ GOOD = ["chat", "cancelled-turn", "crash-needs-repair", "empty-response-retry",
         "long-compaction", "max-tokens", "pruned-tool-results", "tools-parallel"]
 
 
-def _outcome(path: Path, check: str) -> tuple[str, object]:
-    try:
-        log = read_log(path, check=check)  # type: ignore[arg-type]
-    except SurfaceLabError as err:
-        return "error", (type(err).__name__, err.code, err.line, err.seq)
-    return "read", (log.header, list(log.events), log.fold, log.closers, log.problems,
-                    list(log.lines), log.form, log.mode)
 
 
 def _agree(path: Path) -> bool:
     """Both readers give the same result; True when the fast reader kept the log."""
-    fast, full = _outcome(path, "fast"), _outcome(path, "full")
+    fast, full = read_outcome(path, "fast"), read_outcome(path, "full")
     assert fast == full
     return fast[0] == "read" and isinstance(read_log(path).events, LogEvents)
 

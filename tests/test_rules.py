@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
+from builders import read_outcome
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgspec import Meta
 
 from surface_lab import read_log, schema
-from surface_lab.errors import SurfaceLabError
 from surface_lab.reading import fast
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"
@@ -130,13 +130,6 @@ WITNESSES: dict[str, Callable[[], bytes]] = {
 }
 
 
-def _outcome(path: Path, check: str) -> tuple[str, Any]:
-    try:
-        log = read_log(path, check=check)  # type: ignore[arg-type]
-    except SurfaceLabError as err:
-        return "error", (type(err).__name__, err.code, err.line, err.seq)
-    return "read", (log.header, list(log.events), log.fold, log.closers, log.problems,
-                    list(log.lines), log.form, log.mode, list(log.plans or []))
 
 
 def _codes(outcome: tuple[str, Any]) -> set[str]:
@@ -146,7 +139,7 @@ def _codes(outcome: tuple[str, Any]) -> set[str]:
 
 
 def _agree(path: Path) -> tuple[str, Any]:
-    fast_, full = _outcome(path, "fast"), _outcome(path, "full")
+    fast_, full = read_outcome(path, "fast"), read_outcome(path, "full")
     assert fast_ == full  # plans included
     return full
 
@@ -197,7 +190,7 @@ def test_a_rule_added_to_the_schema_is_enforced_by_both_readers(
                         (*schema.MESSAGE_RULES["user/message"], rule))
     schema.message_struct.cache_clear()
     # Only the full check has it so far (the fast reader's decoder is the old one):
-    assert _outcome(path, "fast")[0] == "read" and _outcome(path, "full")[0] == "error"
+    assert read_outcome(path, "fast")[0] == "read" and read_outcome(path, "full")[0] == "error"
     monkeypatch.setattr(fast, "_DECODER", fast.decoder())  # what an import does
     assert _codes(_agree(path)) == {"message-content"}
 

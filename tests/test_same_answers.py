@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import read_outcome
 
 from surface_lab import read_log
 from surface_lab.cli import main
@@ -27,13 +28,6 @@ def _lines(name: str) -> list[bytes]:
     return (SAMPLES / f"{name}.jsonl").read_bytes().splitlines(keepends=True)
 
 
-def _outcome(path: Path, check: str) -> tuple[str, object]:
-    try:
-        log = read_log(path, check=check)  # type: ignore[arg-type]
-    except SurfaceLabError as err:
-        return "error", (type(err).__name__, err.code, err.line, err.seq)
-    return "read", (log.header, list(log.events), log.fold, log.closers, log.problems,
-                    list(log.lines), log.form, log.mode, log.valid)
 
 
 def _with_number(tmp_path: Path, name: str, kind: bytes, number: bytes, *,
@@ -60,7 +54,7 @@ class TestNumbersTooLargeForADouble:
     def test_in_committed_data_both_readers_refuse_the_line(
             self, tmp_path: Path, number: bytes) -> None:
         path, line = _with_number(tmp_path, "chat", b"user/message", number)
-        fast, full = _outcome(path, "fast"), _outcome(path, "full")
+        fast, full = read_outcome(path, "fast"), read_outcome(path, "full")
         assert fast == full == ("error", ("CorruptLogError", "line-unparsable", line, None))
 
     @pytest.mark.parametrize("number", HUGE, ids=IDS)
@@ -68,7 +62,7 @@ class TestNumbersTooLargeForADouble:
             self, tmp_path: Path, number: bytes, capsys: pytest.CaptureFixture[str]) -> None:
         path, line = _with_number(tmp_path, "crash-needs-repair", b"assistant/message",
                                   number, last=True)
-        fast, full = _outcome(path, "fast"), _outcome(path, "full")
+        fast, full = read_outcome(path, "fast"), read_outcome(path, "full")
         assert fast == full and fast[0] == "read"
         log = read_log(path)
         assert not log.valid and not isinstance(log.events, LogEvents)
@@ -86,7 +80,7 @@ class TestNumbersTooLargeForADouble:
         lines[2] = lines[2].replace(b'"text":"', b'"text":"1e400 and ' + b"9" * 300, 1)
         path = tmp_path / "s.jsonl"
         path.write_bytes(b"".join(lines))
-        assert _outcome(path, "fast") == _outcome(path, "full")
+        assert read_outcome(path, "fast") == read_outcome(path, "full")
         assert isinstance(read_log(path).events, LogEvents)
 
 
@@ -110,7 +104,7 @@ class TestDeepNesting:
 
     def test_no_recursion_error_leaves_read_log(self, tmp_path: Path) -> None:
         for path in self._paths(tmp_path):
-            fast, full = _outcome(path, "fast"), _outcome(path, "full")
+            fast, full = read_outcome(path, "fast"), read_outcome(path, "full")
             assert fast == full
             assert fast[0] == "error", path.name
 
