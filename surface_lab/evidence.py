@@ -13,9 +13,10 @@ from typing import Any
 
 from .events import Event, message_of
 from .facts import DEFAULT_RULES, author_of, find_mentions
+from .gcpause import gc_paused
 from .messages import message_text
 from .reading.sequences import LogEvents
-from .surface import LOG_ONLY, REPLACE, Plan, PlanList, apply_plan, plan_event
+from .surface import LOG_ONLY, Plan, PlanList, apply_plan, plan_event
 
 __all__ = ["KINDS", "LostEvidence", "find_lost_evidence", "plan_log"]
 
@@ -103,10 +104,14 @@ def _targets(arguments: Any) -> frozenset[str]:
     return frozenset(m.group(0) for s in _strings(parsed) for m in _PATH.finditer(s))
 
 
+_MAPPINGS = (dict, Mapping)  # dict first: answers without the Mapping ABC's check
+
+
 def _blocks(event: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     message = message_of(event)
-    content = message.get("content") if isinstance(message, Mapping) else None
-    return [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+    content = message.get("content") if isinstance(message, _MAPPINGS) else None
+    return [b for b in content if isinstance(b, _MAPPINGS)] if isinstance(content, list) \
+        else []
 
 
 def find_lost_evidence(events: Sequence[Event], plans: Sequence[Plan] | None = None
@@ -123,108 +128,133 @@ def find_lost_evidence(events: Sequence[Event], plans: Sequence[Plan] | None = N
         events: a valid log (seqs from 0).
         plans: each event's plan, when already computed (as `LogData.plans`).
     """
-    walk = _Walk(events)
-    # the walk only reads: a packed log's events as parsed, not frozen (no copy made)
-    read = events.raw if isinstance(events, LogEvents) else events.__getitem__
+    plans = PlanList.of(plans if plans is not None else plan_log(events)) \
+        if not isinstance(plans, PlanList) else plans
+    if not plans.replaces:
+        return []  # nothing was ever hidden
+    seqs = _surface_seqs(plans)
+    # each surface event read once, of its message alone where the log is kept packed
+    read = events.message_events(seqs) if isinstance(events, LogEvents) else map(
+        events.__getitem__, seqs)
+    walk = _Walk()
+    replaces, texts, hidden_by = plans.replaces, walk.texts, walk.hidden_by
     nodes: list[int] = []
-    plans = plans if plans is not None else plan_log(events)
-    # only surface events act or answer; leave chunks packed, and log-only plans unmade
-    seqs = (s for s, kind in enumerate(plans.kinds) if kind != LOG_ONLY) \
-        if isinstance(plans, PlanList) else (p.seq for p in plans if p.kind != LOG_ONLY)
-    for plan in map(plans.__getitem__, seqs):
-        event = read(plan.seq)
-        if plan.kind == REPLACE:
-            for s in plan.shadowed:
-                walk.hidden_by.setdefault(s, plan.seq)
-        if event["type"] == "assistant/message" and walk.hidden_by:
-            walk.check(event, plan.seq, nodes)
-        nodes = apply_plan(nodes, plan)
-        walk.record(event, plan.seq)
+    with gc_paused():  # tens of thousands of short-lived acyclic events
+        for seq, event in zip(seqs, read, strict=True):
+            texts[seq] = message_text(event)
+            kind, replace = event["type"], replaces.get(seq)
+            for s in replace.shadowed if replace is not None else ():
+                hidden_by.setdefault(s, seq)
+            if kind == "assistant/message":
+                blocks = _blocks(event)
+                if hidden_by:
+                    walk.check(event, blocks, seq, nodes)
+                walk.record_calls(blocks)
+            if replace is not None:
+                nodes = apply_plan(nodes, replace)
+            else:  # an append (log-only plans are not walked)
+                nodes.append(seq)
+            if kind == "tool/result":
+                walk.record_result(event, seq)
+            elif kind in ("user/message", "context/message") and author_of(event) in (
+                    "user", "context"):
+                walk.asked.append(seq)
     return walk.found
 
 
-class _Walk:
-    """The state of one pass: calls seen, what each replace hid, texts read once."""
+def _surface_seqs(plans: PlanList) -> list[int]:
+    """The seqs whose plan is not log-only, in order (from the kinds, no plan made)."""
+    import numpy as np  # only here: `import surface_lab` stays light
 
-    def __init__(self, events: Sequence[Event]) -> None:
-        self.events = events
-        self.read = events.raw if isinstance(events, LogEvents) else events.__getitem__
+    seqs: list[int] = np.flatnonzero(np.frombuffer(plans.kinds, dtype=np.uint8)
+                                     != LOG_ONLY).tolist()
+    return seqs
+
+
+class _Walk:
+    """The state of one pass: calls seen, what each replace hid, each surface event's
+    text, and what is worked out once per distinct argument string or question."""
+
+    def __init__(self) -> None:
         self.shown: tuple[list[int], str] = ([], "")  # a surface and its joined texts
         self.hidden_by: dict[int, int] = {}
         self.calls: dict[str, _Call] = {}  # call id -> call
         self.latest: dict[str, _Call] = {}  # name + arguments -> the latest such call
         self.by_target: dict[tuple[str, str], _Call] = {}
         self.asked: list[int] = []  # user and context messages, in order
-        self.texts: dict[int, str] = {}
+        self.texts: dict[int, str] = {}  # every surface event walked so far
+        self.lowered: dict[int, str] = {}
+        self.parsed: dict[str, tuple[str, frozenset[str]]] = {}  # arguments -> these
+        self.mentions: dict[str, list[str]] = {}  # question -> its mentions
         self.found: list[LostEvidence] = []
 
-    def text(self, seq: int) -> str:
-        if seq not in self.texts:
-            self.texts[seq] = message_text(self.read(seq))
-        return self.texts[seq]
-
-    def decode(self, seqs: list[int]) -> None:
-        """Read the texts of these events not read yet, from a packed log's lines with the
-        typed decoder of the message content alone (`LogEvents.message_texts`)."""
-        if isinstance(self.events, LogEvents):
-            missing = [s for s in seqs if s not in self.texts]
-            if missing:
-                for seq, (text, _) in zip(missing, self.events.message_texts(missing),
-                                          strict=True):
-                    self.texts[seq] = text
+    def arguments(self, arguments: Any) -> tuple[str, frozenset[str]]:
+        """`_canonical` and `_targets` of a call's arguments (once per distinct string)."""
+        if not isinstance(arguments, str):
+            return _canonical(arguments), _targets(arguments)
+        known = self.parsed.get(arguments)
+        if known is None:
+            known = self.parsed[arguments] = (_canonical(arguments), _targets(arguments))
+        return known
 
     def visible(self, nodes: list[int]) -> str:
         """The surface's texts joined by newlines; a surface that only grew since the
         last one joins only the new texts."""
         before, joined = self.shown
         if before and len(nodes) > len(before) and nodes[: len(before)] == before:
-            self.decode(nodes[len(before):])
-            joined += "\n" + "\n".join(self.text(n) for n in nodes[len(before):])
+            joined += "\n" + "\n".join(self.texts[n] for n in nodes[len(before):])
         elif nodes != before:
-            self.decode(nodes)
-            joined = "\n".join(self.text(n) for n in nodes)
+            joined = "\n".join(self.texts[n] for n in nodes)
         self.shown = (list(nodes), joined)
         return joined
 
-    def record(self, event: Event, seq: int) -> None:
-        kind = event["type"]
-        if kind == "assistant/message":
-            for block in _blocks(event):
-                if block.get("type") != "tool-call":
-                    continue
-                name, arguments = str(block.get("name")), block.get("arguments")
-                call = _Call(name, f"{name}\x00{_canonical(arguments)}", _targets(arguments))
-                self.calls[str(block.get("id"))] = call
-                self.latest[call.key] = call
-                for target in call.targets:
-                    self.by_target[(name, target)] = call
-        elif kind == "tool/result" and event.get("surfaceOp") == "append":
-            message = message_of(event)
-            source = message.get("source") if isinstance(message, Mapping) else None
-            call_id = source.get("callId") if isinstance(source, Mapping) else None
-            if call_id is None:  # some importers name the call only in the block
-                call_id = next((b.get("toolCallId") for b in _blocks(event)), None)
-            if str(call_id) in self.calls:
-                self.calls[str(call_id)].result = seq
-        elif kind in ("user/message", "context/message") and author_of(event) in (
-                "user", "context"):
-            self.asked.append(seq)
+    def record_calls(self, blocks: list[Mapping[str, Any]]) -> None:
+        """Remember an assistant message's tool calls (by id, and as the latest call of
+        their kind and of each target)."""
+        for block in blocks:
+            if block.get("type") != "tool-call":
+                continue
+            name, arguments = str(block.get("name")), block.get("arguments")
+            canonical, targets = self.arguments(arguments)
+            call = _Call(name, f"{name}\x00{canonical}", targets)
+            self.calls[str(block.get("id"))] = call
+            self.latest[call.key] = call
+            for target in targets:
+                self.by_target[(name, target)] = call
 
-    def check(self, event: Event, seq: int, nodes: list[int]) -> None:
-        on_surface = set(nodes)
+    def record_result(self, event: Mapping[str, Any], seq: int) -> None:
+        """An appended tool result answers the call it names."""
+        if event.get("surfaceOp") != "append":
+            return
+        message = message_of(event)
+        source = message.get("source") if isinstance(message, _MAPPINGS) else None
+        call_id = source.get("callId") if isinstance(source, _MAPPINGS) else None
+        if call_id is None:  # some importers name the call only in the block
+            call_id = next((b.get("toolCallId") for b in _blocks(event)), None)
+        call = self.calls.get(str(call_id))
+        if call is not None:
+            call.result = seq
+
+    def check(self, event: Mapping[str, Any], blocks: list[Mapping[str, Any]], seq: int,
+              nodes: list[int]) -> None:
+        on_surface: set[int] | None = None
         visible: str | None = None
 
         def hidden(s: int | None) -> bool:
-            nonlocal visible
-            if s is None or s in on_surface or s not in self.hidden_by:
+            nonlocal on_surface, visible
+            if s is None or s not in self.hidden_by:
                 return False
-            text = self.text(s).strip()
+            if on_surface is None:
+                on_surface = set(nodes)
+            if s in on_surface:
+                return False
+            text = self.texts[s].strip()
             if visible is None:
                 visible = self.visible(nodes)
             return bool(text) and text not in visible
 
         data = event.get("data")
-        turn = data.get("turn") if isinstance(data, Mapping) else None
+        turn = data.get("turn") if isinstance(data, _MAPPINGS) else None
         turn = turn if isinstance(turn, int) and not isinstance(turn, bool) else None
 
         def add(kind: str, s: int, tool: str | None, arguments: str | None,
@@ -232,16 +262,16 @@ class _Walk:
             self.found.append(LostEvidence(seq, kind, self.hidden_by[s], s, turn, tool,
                                            arguments, detail, seq - self.hidden_by[s]))
 
-        for block in _blocks(event):
+        for block in blocks:
             if block.get("type") == "tool-call":
                 name, arguments = str(block.get("name")), block.get("arguments")
-                same = self.latest.get(f"{name}\x00{_canonical(arguments)}")
+                canonical, targets = self.arguments(arguments)
+                same = self.latest.get(f"{name}\x00{canonical}")
                 if same is not None:
                     if same.result is not None and hidden(same.result):
-                        add("repeated-call", same.result, name, str(arguments),
-                            _canonical(arguments))
+                        add("repeated-call", same.result, name, str(arguments), canonical)
                     continue
-                for target in sorted(_targets(arguments)):
+                for target in sorted(targets):
                     other = self.by_target.get((name, target))
                     if other is not None and other.result is not None and hidden(
                             other.result):
@@ -256,14 +286,20 @@ class _Walk:
     def asked_before(self, question: str, hidden: Callable[[int], bool]
                      ) -> tuple[int, str] | None:
         """(the hidden user or context message, the mention) a question is about."""
-        mentions = [m.text for m in find_mentions(question, author="assistant")
-                    if len(m.text) >= 4]
+        mentions = self.mentions.get(question)
+        if mentions is None:
+            mentions = self.mentions[question] = [
+                m.text for m in find_mentions(question, author="assistant")
+                if len(m.text) >= 4]
         if not mentions:
             return None
+        lowered = [m.lower() for m in mentions]
         for s in reversed(self.asked):
-            text = self.text(s).lower()
-            for mention in mentions:
-                if mention.lower() in text:
+            text = self.lowered.get(s)
+            if text is None:
+                text = self.lowered[s] = self.texts[s].lower()
+            for mention, low in zip(mentions, lowered, strict=True):
+                if low in text:
                     return (s, mention) if hidden(s) else None
         return None
 

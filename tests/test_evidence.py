@@ -6,18 +6,24 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import user, user_msg
 
 from surface_lab import Session, find_lost_evidence, read_log
 from surface_lab.agent.compaction import write_compaction, write_tool_result_rewrite
 from surface_lab.agent.samples import generate_large
-from surface_lab.evidence import _Walk, plan_log
+from surface_lab.events import freeze_event, mapping_at, message_of
+from surface_lab.evidence import _PATH, LostEvidence, _questions, plan_log
+from surface_lab.facts import author_of, find_mentions
 from surface_lab.importers import import_any
+from surface_lab.jsonvalue import json_equal
 from surface_lab.messages import message_text
-from surface_lab.surface import apply_plan
+from surface_lab.surface import APPEND, LOG_ONLY, REPLACE, Plan, PlanList, apply_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_logs"
@@ -171,30 +177,230 @@ class TestLogs:
             assert row.replace_seq < row.seq and row.hidden_seq not in before[row.seq]
 
 
-def _definition_visible(self: Any, nodes: list[int]) -> str:
-    """The surface's texts joined anew at every check, from frozen events."""
-    return "\n".join(message_text(self.events[n]) for n in nodes)
+# The definition, walked straightforwardly (a deliberate copy of the rules, so that the
+# module's fast path is held to them): every event frozen and planned again, arguments
+# parsed at every call, the surface's texts joined anew at every check, the mentions of
+# every question found anew.
 
 
-@pytest.mark.parametrize("name", ["long-compaction.jsonl", "pruned-tool-results.jsonl",
-                                  "generated"])
-def test_the_packed_incremental_walk_finds_what_the_definition_finds(
-        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Reading a packed log's events unfrozen and joining only the texts a grown surface
-    added find exactly the evidence of frozen events and a surface joined at each check."""
-    path = SAMPLES / name if name != "generated" else \
-        generate_large(tmp_path / "g.jsonl", 20000)[0]
-    log = read_log(path)
-    incremental, checks = _Walk.visible, []
+def _def_canonical(arguments: Any) -> str:
+    try:
+        return json.dumps(json.loads(arguments), sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(arguments)
 
-    def checked(self: Any, nodes: list[int]) -> str:
-        checks.append(incremental(self, nodes) == _definition_visible(self, nodes))
-        return str(incremental(self, nodes))
 
-    monkeypatch.setattr(_Walk, "visible", checked)
-    fast = find_lost_evidence(log.events)
-    assert all(checks) and (name != "generated" or len(checks) > 20)
-    monkeypatch.setattr(_Walk, "visible", _definition_visible)
-    slow = find_lost_evidence([log.events[s] for s in range(len(log.events))])
-    assert fast == slow
-    assert name != "generated" or len(fast) > 10
+def _def_strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    items = value.values() if isinstance(value, Mapping) else value if isinstance(
+        value, list) else []
+    return [s for item in items for s in _def_strings(item)]
+
+
+def _def_targets(arguments: Any) -> set[str]:
+    try:
+        parsed = json.loads(arguments)
+    except (TypeError, ValueError):
+        parsed = arguments
+    return {m.group(0) for s in _def_strings(parsed) for m in _PATH.finditer(s)}
+
+
+def _def_blocks(event: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    message = message_of(event)
+    content = message.get("content") if isinstance(message, Mapping) else None
+    return [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+
+
+def _def_hidden(events: Sequence[Mapping[str, Any]], nodes: list[int],
+                hidden_by: dict[int, int], visible: str, s: int | None) -> bool:
+    text = message_text(events[s]).strip() if s is not None else ""
+    return s is not None and s not in nodes and s in hidden_by and bool(text) and \
+        text not in visible
+
+
+def _definition(events: Sequence[Mapping[str, Any]]) -> list[LostEvidence]:
+    calls: dict[str, dict[str, Any]] = {}
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    by_target: dict[tuple[str, str], dict[str, Any]] = {}
+    hidden_by: dict[int, int] = {}
+    asked: list[int] = []
+    found: list[LostEvidence] = []
+    nodes: list[int] = []
+    for plan in plan_log(events):
+        seq, event = plan.seq, events[plan.seq]
+        if plan.kind == LOG_ONLY:
+            continue
+        for s in plan.shadowed:
+            hidden_by.setdefault(s, seq)
+        visible = "\n".join(message_text(events[n]) for n in nodes)
+        hidden = partial(_def_hidden, events, nodes, hidden_by, visible)
+
+        data = event.get("data")
+        turn = data.get("turn") if isinstance(data, Mapping) else None
+        turn = turn if isinstance(turn, int) and not isinstance(turn, bool) else None
+        rows: list[tuple[str, int, str | None, str | None, str]] = []
+        for block in _def_blocks(event) if event["type"] == "assistant/message" else []:
+            name, arguments = str(block.get("name")), block.get("arguments")
+            if block.get("type") == "tool-call":
+                same = latest.get((name, _def_canonical(arguments)))
+                if same is not None:
+                    if hidden(same["result"]):
+                        rows.append(("repeated-call", same["result"], name, str(arguments),
+                                     _def_canonical(arguments)))
+                    continue
+                for target in sorted(_def_targets(arguments)):
+                    other = by_target.get((name, target))
+                    if other is not None and hidden(other["result"]):
+                        rows.append(("same-target", other["result"], name, str(arguments),
+                                     target))
+                        break
+            elif block.get("type") == "text":
+                for question in _questions(str(block.get("text", ""))):
+                    mentions = [m.text for m in find_mentions(question, author="assistant")
+                                if len(m.text) >= 4]
+                    for s in reversed(asked if mentions else []):
+                        said = [m for m in mentions
+                                if m.lower() in message_text(events[s]).lower()]
+                        if said:
+                            if hidden(s):
+                                rows.append(("re-asked", s, None, question, said[0]))
+                            break
+        found += [LostEvidence(seq, kind, hidden_by[s], s, turn, tool, arguments, detail,
+                               seq - hidden_by[s])
+                  for kind, s, tool, arguments, detail in rows]
+        nodes = apply_plan(nodes, plan)
+        if event["type"] == "assistant/message":
+            for block in _def_blocks(event):
+                if block.get("type") == "tool-call":
+                    name, arguments = str(block.get("name")), block.get("arguments")
+                    call = {"result": None}
+                    calls[str(block.get("id"))] = latest[
+                        (name, _def_canonical(arguments))] = call
+                    by_target.update(((name, t), call) for t in _def_targets(arguments))
+        elif event["type"] == "tool/result" and event.get("surfaceOp") == "append":
+            source = mapping_at(message_of(event), "source")
+            call_id = source.get("callId")
+            if call_id is None:
+                call_id = next((b.get("toolCallId") for b in _def_blocks(event)), None)
+            if str(call_id) in calls:
+                calls[str(call_id)]["result"] = seq
+        elif event["type"] in ("user/message", "context/message") and author_of(
+                event) in ("user", "context"):
+            asked.append(seq)
+    return found
+
+
+def _frozen(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [events[s] for s in range(len(events))]
+
+
+def _generated(tmp_path: Path, n: int = 20000) -> Path:
+    return generate_large(tmp_path / "g.jsonl", n)[0]
+
+
+class TestSameAsTheDefinition:
+    """The walk reads each surface event once (a packed log's of its message alone),
+    parses each distinct argument string and question once and skips log-only events
+    unplanned: it finds exactly the rows, in the order, of the definition."""
+
+    @pytest.mark.parametrize("name", ["long-compaction.jsonl", "pruned-tool-results.jsonl",
+                                      "chat.jsonl", "tools-parallel.jsonl", "generated"])
+    def test_a_packed_log_read_by_the_fast_reader(self, name: str, tmp_path: Path) -> None:
+        log = read_log(SAMPLES / name if name != "generated" else _generated(tmp_path))
+        fast = find_lost_evidence(log.events, log.plans)
+        assert fast == find_lost_evidence(log.events) == _definition(_frozen(log.events))
+        assert name not in ("generated", "long-compaction.jsonl") or len(fast) > 5
+
+    @pytest.mark.parametrize("path", sorted((SHARED / "real_logs").glob("*/*.json*")),
+                             ids=lambda p: p.name[-60:])
+    def test_shared_real_logs_and_imported_ones(self, path: Path) -> None:
+        if "other" in path.parts:
+            events: Sequence[Mapping[str, Any]] = list(import_any(path).events)
+            assert find_lost_evidence(events) == _definition(events)
+        else:
+            log = read_log(path)
+            assert find_lost_evidence(log.events, log.plans) == _definition(
+                _frozen(log.events))
+
+    def test_a_log_without_replaces_has_no_evidence(self) -> None:
+        chat = _Chat()
+        chat.user("read it twice")
+        chat.call("read", {"path": "a.txt"}, "alpha")
+        chat.call("read", {"path": "a.txt"}, "alpha")
+        assert find_lost_evidence(list(chat.s.events)) == [] == _definition(
+            list(chat.s.events))
+
+    def test_a_replace_that_hides_nothing(self) -> None:
+        events = [freeze_event(e) for e in (
+            user(0, text="read conf.toml"),
+            {"seq": 1, "time": 0, "type": "user/message", "data": user_msg("s", "sum"),
+             "surfaceOp": {"op": "replace", "start": 0, "end": 0}})]
+        plans = [Plan(0, APPEND), Plan(1, REPLACE, 0, 0, ())]
+        assert find_lost_evidence(events, plans) == []
+        assert find_lost_evidence(events, PlanList.of(plans)) == []
+
+    def test_prunes_questions_and_a_repeat_inside_one_message(self) -> None:
+        """Two identical calls in one message are compared with what came before it,
+        not with each other; a question is matched against every earlier user message,
+        and its answer memoised per question is the same at every asking."""
+        chat = _Chat()
+        said = chat.user("The settings live in deploy/prod.yaml.")
+        _, result = chat.call("read", {"path": "deploy/prod.yaml"}, "port: 1\nhost: a")
+        write_tool_result_rewrite(chat.s, result, "[pruned]", shadowed_tokens=10)
+        chat.compact(said, result + 2)
+        for _ in range(2):
+            chat.say("Is it deploy/prod.yaml? Where was deploy/prod.yaml?")
+            chat._assistant([{"type": "tool-call", "id": f"x{chat.s.seq}", "name": "read",
+                              "arguments": json.dumps({"path": "deploy/prod.yaml"})}] * 2)
+        events = list(chat.s.events)
+        found = find_lost_evidence(events)
+        assert found == _definition(events)
+        assert Counter(f.kind for f in found) == {"re-asked": 4, "repeated-call": 2}
+
+    def test_arguments_that_are_not_a_string(self) -> None:
+        chat = _Chat()
+        first = chat.user("read it")
+        call = [{"type": "tool-call", "id": "k1", "name": "read",
+                 "arguments": {"path": "conf.toml"}}]
+        chat._assistant(call)
+        result = chat.s.seq
+        chat.s.append("tool/result", {"turn": 1, "step": 1, "message": {
+            "id": "tk", "role": "user", "source": {"kind": "tool", "callId": "k1"},
+            "content": [{"type": "tool-result", "toolCallId": "k1",
+                         "content": [{"type": "text", "text": "port = 1"}]}]}},
+            surface_op="append")
+        chat.compact(first, result)
+        chat._assistant([dict(call[0], id="k2")])
+        events = list(chat.s.events)
+        [found] = find_lost_evidence(events)
+        assert found == _definition(events)[0] and found.kind == "repeated-call"
+
+
+class TestMessageEvents:
+    """`LogEvents.message_events` reads what the message helpers read, as the full parse."""
+
+    @pytest.mark.parametrize("name", ["long-compaction.jsonl", "tools-parallel.jsonl",
+                                      "pruned-tool-results.jsonl", "generated"])
+    def test_message_helpers_answer_alike(self, name: str, tmp_path: Path) -> None:
+        log = read_log(SAMPLES / name if name != "generated" else _generated(tmp_path, 3000))
+        seqs = list(range(len(log.events)))
+        for seq, slim in zip(seqs, log.events.message_events(seqs), strict=True):
+            full = log.events[seq]
+            assert (slim["type"], message_text(slim), author_of(slim)) == (
+                full["type"], message_text(full), author_of(full))
+            assert slim.get("surfaceOp") == full.get("surfaceOp")
+            assert (slim["data"] or {}).get("turn") == full["data"].get("turn")
+            assert json_equal(mapping_at(message_of(slim), "source"),
+                              mapping_at(message_of(full), "source"))
+
+    def test_a_line_the_typed_decode_refuses_is_parsed_whole(self, tmp_path: Path) -> None:
+        """A user message carrying an extra `message` field that is not an object."""
+        path = tmp_path / "odd.jsonl"
+        lines = (SAMPLES / "chat.jsonl").read_text().splitlines()
+        assert '"type":"user/message","seq":1,' in lines[2]
+        lines[2] = lines[2].replace('"role":"user",', '"role":"user","message":"x",', 1)
+        path.write_text("\n".join(lines) + "\n")
+        log = read_log(path)
+        [slim] = log.events.message_events([1])
+        assert slim == log.events.raw(1) and message_text(slim) == "What is a surface?"
