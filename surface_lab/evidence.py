@@ -9,12 +9,16 @@ import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple, cast
+
+import msgspec
+from msgspec import UNSET
 
 from .events import Event, message_of
 from .facts import DEFAULT_RULES, author_of, find_mentions
 from .gcpause import gc_paused
-from .messages import message_text
+from .messages import Block, blocks_text, message_text
+from .reading.lines import CODE
 from .reading.sequences import LogEvents
 from .surface import LOG_ONLY, Plan, PlanList, apply_plan, plan_event
 
@@ -55,7 +59,7 @@ class LostEvidence:
     events_after: int
 
 
-@dataclass
+@dataclass(slots=True)
 class _Call:
     name: str
     key: str
@@ -105,6 +109,32 @@ def _targets(arguments: Any) -> frozenset[str]:
 
 
 _MAPPINGS = (dict, Mapping)  # dict first: answers without the Mapping ABC's check
+_NESTED = ("assistant/message", "tool/result")  # their message is `data.message`
+
+# An act of an assistant message, in block order: ("tool-call", name, arguments, call
+# id) or ("text", text, None, None).
+_Act = tuple[str, str, Any, str | None]
+
+
+class _Entry(NamedTuple):
+    """What the walk reads of one surface event."""
+
+    kind: str
+    text: str  # message_text
+    turn: int | None
+    acts: tuple[_Act, ...]  # an assistant message's tool calls and text blocks
+    answers: str | None  # the call id an appended tool result answers (as str)
+    asks: bool  # a user or context message written by the user or the context
+
+
+def _act(kind: Any, name: Any, arguments: Any, call_id: Any, text: Any) -> _Act:
+    if kind == "tool-call":
+        return ("tool-call", str(name), arguments, str(call_id))
+    return ("text", str(text), None, None)
+
+
+def _turn(turn: Any) -> int | None:
+    return turn if isinstance(turn, int) and not isinstance(turn, bool) else None
 
 
 def _blocks(event: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -114,8 +144,135 @@ def _blocks(event: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         else []
 
 
-def find_lost_evidence(events: Sequence[Event], plans: Sequence[Plan] | None = None
-                       ) -> list[LostEvidence]:
+def _entry(event: Mapping[str, Any]) -> _Entry:
+    """What the walk reads of a surface event, read from the event itself."""
+    kind, data = event["type"], event.get("data")
+    acts: tuple[_Act, ...] = ()
+    answers = None
+    if kind == "assistant/message":
+        acts = tuple(_act(b.get("type"), b.get("name"), b.get("arguments"), b.get("id"),
+                          b.get("text", "")) for b in _blocks(event)
+                     if b.get("type") in ("tool-call", "text"))
+    elif kind == "tool/result" and event.get("surfaceOp") == "append":
+        message = message_of(event)
+        source = message.get("source") if isinstance(message, _MAPPINGS) else None
+        call_id = source.get("callId") if isinstance(source, _MAPPINGS) else None
+        if call_id is None:  # some importers name the call only in the block
+            call_id = next((b.get("toolCallId") for b in _blocks(event)), None)
+        answers = str(call_id)
+    asks = kind in ("user/message", "context/message") and author_of(event) in (
+        "user", "context")
+    return _Entry(kind, message_text(event), _turn(data.get("turn")) if isinstance(
+        data, _MAPPINGS) else None, acts, answers, asks)
+
+
+# A packed log's surface line decoded of what `_entry` reads alone, the blocks typed; where
+# the text is known already, a tool result's or user message's line without its text.
+
+
+class _Message(msgspec.Struct, gc=False):
+    content: list[Block] | None = None
+    source: Any = None
+
+
+class _Data(msgspec.Struct, gc=False):
+    turn: Any = None
+    message: _Message | None = None  # assistant messages and tool results
+    content: list[Block] | None = None  # user and context messages
+    source: Any = None
+
+
+class _Line(msgspec.Struct, gc=False):
+    type: str
+    surfaceOp: Any = None
+    data: _Data | None = None
+
+
+class _BareBlock(msgspec.Struct, gc=False):
+    """A `Block` without its text or content (a tool result's own blocks skipped)."""
+
+    type: Any = None
+    name: Any = None
+    arguments: Any = None
+    id: Any = None
+    toolCallId: Any = None
+    text: Any = UNSET  # (a user's text blocks: the walk reads it of assistant messages)
+
+
+class _BareMessage(msgspec.Struct, gc=False):
+    content: list[_BareBlock] | None = None
+    source: Any = None
+
+
+class _BareData(msgspec.Struct, gc=False):
+    turn: Any = None
+    message: _BareMessage | None = None
+    content: list[_BareBlock] | None = None
+    source: Any = None
+
+
+class _BareLine(msgspec.Struct, gc=False):
+    type: str
+    surfaceOp: Any = None
+    data: _BareData | None = None
+
+
+_LINE = msgspec.json.Decoder(_Line)
+_BARE = msgspec.json.Decoder(_BareLine)
+_BARE_CODES = frozenset(CODE[k] for k in ("tool/result", "user/message", "context/message"))
+
+
+def _typed_entry(line: _Line | _BareLine, text: str | None) -> _Entry:
+    """`_entry` of the event a typed line holds (the same reading, over typed fields);
+    `text` when known (a bare line is decoded only then)."""
+    kind, data = line.type, line.data
+    message = (data.message if data is not None else None) if kind in _NESTED else data
+    blocks = message.content if message is not None else None
+    acts: tuple[_Act, ...] = ()
+    answers = None
+    if kind == "assistant/message" and blocks:
+        acts = tuple(_act(b.type, b.name, b.arguments, b.id, "" if b.text is UNSET
+                          else b.text) for b in blocks if b.type in ("tool-call", "text"))
+    elif kind == "tool/result" and line.surfaceOp == "append":
+        source = message.source if message is not None else None
+        call_id = source.get("callId") if isinstance(source, _MAPPINGS) else None
+        if call_id is None:
+            call_id = blocks[0].toolCallId if blocks else None
+        answers = str(call_id)
+    asks = kind == "context/message" or (kind == "user/message" and author_of(
+        {"type": kind, "data": None if message is None else {"source": message.source}}
+    ) == "user")
+    if text is None:  # then the line is a full one
+        text = blocks_text(cast(list[Block] | None, blocks))
+    return _Entry(kind, text, _turn(data.turn) if data is not None else None, acts, answers,
+                  asks)
+
+
+def _entries(events: Sequence[Event], seqs: list[int], texts: Mapping[int, str]
+             ) -> Iterator[_Entry]:
+    """The entry of each of these events: a packed log's lines decoded typed (without the
+    text where `texts` has it; the full parse where a line does not fit the types), other
+    logs' events as they are."""
+    if not isinstance(events, LogEvents):
+        yield from map(_entry, map(events.__getitem__, seqs))
+        return
+    codes = events.type_codes
+    for seq, line in zip(seqs, events.line_views(seqs), strict=True):
+        if line is None:  # a packed row's member
+            yield _entry(events[seq])
+            continue
+        text = texts.get(seq)
+        try:
+            typed = _LINE.decode(line) if text is None or codes[seq] not in _BARE_CODES \
+                else _BARE.decode(line)
+        except msgspec.DecodeError:  # a shape the types do not take: read it whole
+            yield _entry(events.raw(seq))
+            continue
+        yield _typed_entry(typed, text)
+
+
+def find_lost_evidence(events: Sequence[Event], plans: Sequence[Plan] | None = None, *,
+                       texts: Mapping[int, str] | None = None) -> list[LostEvidence]:
     """Every action after a replace that shows the agent needed what it hid, in log order.
 
     Content counts as hidden at an action when the event is off the surface because a
@@ -127,37 +284,41 @@ def find_lost_evidence(events: Sequence[Event], plans: Sequence[Plan] | None = N
     Args:
         events: a valid log (seqs from 0).
         plans: each event's plan, when already computed (as `LogData.plans`).
+        texts: `message_text` of events by seq, where already decoded (as
+            `LogData.texts` keeps them): a packed log's tool results and user messages
+            whose text is known are then decoded without it.
     """
     plans = PlanList.of(plans if plans is not None else plan_log(events)) \
         if not isinstance(plans, PlanList) else plans
     if not plans.replaces:
         return []  # nothing was ever hidden
     seqs = _surface_seqs(plans)
-    # each surface event read once, of its message alone where the log is kept packed
-    read = events.message_events(seqs) if isinstance(events, LogEvents) else map(
-        events.__getitem__, seqs)
     walk = _Walk()
     replaces, texts, hidden_by = plans.replaces, walk.texts, walk.hidden_by
     nodes: list[int] = []
-    with gc_paused():  # tens of thousands of short-lived acyclic events
-        for seq, event in zip(seqs, read, strict=True):
-            texts[seq] = message_text(event)
-            kind, replace = event["type"], replaces.get(seq)
+    with gc_paused():  # tens of thousands of short-lived acyclic objects
+        # each surface event read once (of a packed log's line, only what the walk reads)
+        for seq, entry in zip(seqs, _entries(events, seqs, texts or {}), strict=True):
+            texts[seq] = entry.text
+            replace = replaces.get(seq)
             for s in replace.shadowed if replace is not None else ():
                 hidden_by.setdefault(s, seq)
-            if kind == "assistant/message":
-                blocks = _blocks(event)
+            if entry.acts:
                 if hidden_by:
-                    walk.check(event, blocks, seq, nodes)
-                walk.record_calls(blocks)
+                    walk.check(entry, seq, replace.shadowed if replace else ())
+                walk.record_calls(entry.acts)
             if replace is not None:
                 nodes = apply_plan(nodes, replace)
+                walk.replaced(nodes)
             else:  # an append (log-only plans are not walked)
                 nodes.append(seq)
-            if kind == "tool/result":
-                walk.record_result(event, seq)
-            elif kind in ("user/message", "context/message") and author_of(event) in (
-                    "user", "context"):
+                walk.length += len(entry.text) + bool(walk.shown)
+                walk.shown.append(entry.text)
+            if entry.answers is not None:
+                call = walk.calls.get(entry.answers)
+                if call is not None:
+                    call.result = seq
+            elif entry.asks:
                 walk.asked.append(seq)
     return walk.found
 
@@ -176,7 +337,8 @@ class _Walk:
     text, and what is worked out once per distinct argument string or question."""
 
     def __init__(self) -> None:
-        self.shown: tuple[list[int], str] = ([], "")  # a surface and its joined texts
+        self.shown: list[str] = []  # the texts of the surface, in order
+        self.length = 0  # of those texts joined by newlines
         self.hidden_by: dict[int, int] = {}
         self.calls: dict[str, _Call] = {}  # call id -> call
         self.latest: dict[str, _Call] = {}  # name + arguments -> the latest such call
@@ -197,74 +359,50 @@ class _Walk:
             known = self.parsed[arguments] = (_canonical(arguments), _targets(arguments))
         return known
 
-    def visible(self, nodes: list[int]) -> str:
-        """The surface's texts joined by newlines; a surface that only grew since the
-        last one joins only the new texts."""
-        before, joined = self.shown
-        if before and len(nodes) > len(before) and nodes[: len(before)] == before:
-            joined += "\n" + "\n".join(self.texts[n] for n in nodes[len(before):])
-        elif nodes != before:
-            joined = "\n".join(self.texts[n] for n in nodes)
-        self.shown = (list(nodes), joined)
-        return joined
+    def replaced(self, nodes: list[int]) -> None:
+        """A replace made this surface."""
+        self.shown = [self.texts[n] for n in nodes]
+        self.length = sum(map(len, self.shown)) + max(len(nodes) - 1, 0)
 
-    def record_calls(self, blocks: list[Mapping[str, Any]]) -> None:
+    def record_calls(self, acts: tuple[_Act, ...]) -> None:
         """Remember an assistant message's tool calls (by id, and as the latest call of
         their kind and of each target)."""
-        for block in blocks:
-            if block.get("type") != "tool-call":
+        for kind, name, arguments, call_id in acts:
+            if kind != "tool-call":
                 continue
-            name, arguments = str(block.get("name")), block.get("arguments")
             canonical, targets = self.arguments(arguments)
             call = _Call(name, f"{name}\x00{canonical}", targets)
-            self.calls[str(block.get("id"))] = call
+            self.calls[str(call_id)] = call
             self.latest[call.key] = call
             for target in targets:
                 self.by_target[(name, target)] = call
 
-    def record_result(self, event: Mapping[str, Any], seq: int) -> None:
-        """An appended tool result answers the call it names."""
-        if event.get("surfaceOp") != "append":
-            return
-        message = message_of(event)
-        source = message.get("source") if isinstance(message, _MAPPINGS) else None
-        call_id = source.get("callId") if isinstance(source, _MAPPINGS) else None
-        if call_id is None:  # some importers name the call only in the block
-            call_id = next((b.get("toolCallId") for b in _blocks(event)), None)
-        call = self.calls.get(str(call_id))
-        if call is not None:
-            call.result = seq
+    def hidden(self, s: int | None, shadowing: tuple[int, ...]) -> bool:
+        """Whether event `s` is hidden from the surface: a replace removed it and the
+        surface shows its text nowhere. (A seq an earlier replace shadowed never comes
+        back to the surface; only the acting event's own replace, `shadowing`, is not
+        applied yet.)"""
+        if s is None or s not in self.hidden_by or s in shadowing:
+            return False
+        text = self.texts[s].strip()
+        if not text or len(text) > self.length:  # longer than all the surface shows
+            return bool(text)
+        return not _shown(text, self.shown)
 
-    def check(self, event: Mapping[str, Any], blocks: list[Mapping[str, Any]], seq: int,
-              nodes: list[int]) -> None:
-        on_surface: set[int] | None = None
-        visible: str | None = None
+    def check(self, entry: _Entry, seq: int, shadowing: tuple[int, ...]) -> None:
+        """What an assistant message's acts show was needed (before its own calls are
+        remembered and its own replace, hiding `shadowing`, is applied)."""
 
         def hidden(s: int | None) -> bool:
-            nonlocal on_surface, visible
-            if s is None or s not in self.hidden_by:
-                return False
-            if on_surface is None:
-                on_surface = set(nodes)
-            if s in on_surface:
-                return False
-            text = self.texts[s].strip()
-            if visible is None:
-                visible = self.visible(nodes)
-            return bool(text) and text not in visible
-
-        data = event.get("data")
-        turn = data.get("turn") if isinstance(data, _MAPPINGS) else None
-        turn = turn if isinstance(turn, int) and not isinstance(turn, bool) else None
+            return self.hidden(s, shadowing)
 
         def add(kind: str, s: int, tool: str | None, arguments: str | None,
                 detail: str) -> None:
-            self.found.append(LostEvidence(seq, kind, self.hidden_by[s], s, turn, tool,
-                                           arguments, detail, seq - self.hidden_by[s]))
+            self.found.append(LostEvidence(seq, kind, self.hidden_by[s], s, entry.turn,
+                                           tool, arguments, detail, seq - self.hidden_by[s]))
 
-        for block in blocks:
-            if block.get("type") == "tool-call":
-                name, arguments = str(block.get("name")), block.get("arguments")
+        for kind, name, arguments, _ in entry.acts:
+            if kind == "tool-call":
                 canonical, targets = self.arguments(arguments)
                 same = self.latest.get(f"{name}\x00{canonical}")
                 if same is not None:
@@ -277,8 +415,8 @@ class _Walk:
                             other.result):
                         add("same-target", other.result, name, str(arguments), target)
                         break
-            elif block.get("type") == "text":
-                for question in _questions(str(block.get("text", ""))):
+            else:  # a text block: its questions (`name` holds the text)
+                for question in _questions(name):
                     hit = self.asked_before(question, hidden)
                     if hit is not None:
                         add("re-asked", hit[0], None, question, hit[1])
@@ -302,6 +440,27 @@ class _Walk:
                 if low in text:
                     return (s, mention) if hidden(s) else None
         return None
+
+
+def _shown(text: str, parts: list[str]) -> bool:
+    """Whether `text` (stripped, not empty) occurs in the parts joined by newlines, found
+    without joining them all: an occurrence begins inside a part (the text does not
+    begin with a newline) and its first line, which holds none, lies inside that part.
+    So only a part holding the first line is tried, joined with the parts after it as
+    far as the text could reach."""
+    first, newline, _ = text.partition("\n")
+    for i, part in enumerate(parts):
+        if first not in part:
+            continue
+        if not newline:
+            return True
+        window, j = part, i
+        while len(window) < len(part) + len(text) and j + 1 < len(parts):
+            j += 1
+            window = f"{window}\n{parts[j]}"
+        if text in window:
+            return True
+    return False
 
 
 def _questions(text: str) -> list[str]:

@@ -6,12 +6,16 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+import msgspec
+
 from .events import SURFACE_TYPES, message_of
 from .legacy import upgrade_events
 from .surface import fold_surface
 
 __all__ = [
+    "Block",
     "DerivedMessages",
+    "blocks_text",
     "derive_messages",
     "estimate_tokens",
     "message_text",
@@ -98,6 +102,38 @@ def message_text(event: Mapping[str, Any]) -> str:
     if not isinstance(content, list):
         return ""
     return "\n".join(_block_text(b) for b in content if isinstance(b, _MAPPINGS))
+
+
+class Block(msgspec.Struct, gc=False):
+    """A content block decoded with a type, for walks over many messages: the fields
+    `message_text` and the evidence walk read (an absent `text` is UNSET, any other
+    absent field None). A message whose blocks do not fit (one that is not an object,
+    a tool result's content that is not a list of them) is decoded the ordinary way."""
+
+    type: Any = None
+    text: Any = msgspec.UNSET
+    name: Any = None
+    arguments: Any = None
+    id: Any = None
+    toolCallId: Any = None
+    content: list[Block] | None = None  # a tool result's own blocks
+
+
+def _typed_block_text(block: Block) -> str:
+    kind = block.type
+    if kind in ("text", "reasoning"):
+        return "" if block.text is msgspec.UNSET else str(block.text)
+    if kind == "tool-call":
+        return f"{block.name}({block.arguments})"
+    if kind == "tool-result" and block.content is not None:
+        return "\n".join([_typed_block_text(b) for b in block.content])
+    return ""
+
+
+def blocks_text(blocks: list[Block] | None) -> str:
+    """`message_text` of a message whose content decoded as `list[Block]` (None when it
+    was absent or null): the same rule, over typed blocks."""
+    return "" if blocks is None else "\n".join([_typed_block_text(b) for b in blocks])
 
 
 def estimate_tokens(event: Mapping[str, Any]) -> int:

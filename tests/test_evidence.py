@@ -11,18 +11,31 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from builders import user, user_msg
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from surface_lab import Session, find_lost_evidence, read_log
 from surface_lab.agent.compaction import write_compaction, write_tool_result_rewrite
 from surface_lab.agent.samples import generate_large
 from surface_lab.events import freeze_event, mapping_at, message_of
-from surface_lab.evidence import _PATH, LostEvidence, _questions, plan_log
+from surface_lab.evidence import (
+    _LINE,
+    _PATH,
+    LostEvidence,
+    _entries,
+    _entry,
+    _questions,
+    _shown,
+    _Walk,
+    plan_log,
+)
 from surface_lab.facts import author_of, find_mentions
 from surface_lab.importers import import_any
-from surface_lab.jsonvalue import json_equal
-from surface_lab.messages import message_text
+from surface_lab.messages import Block, blocks_text, message_text
+from surface_lab.notebook.source import load_source
 from surface_lab.surface import APPEND, LOG_ONLY, REPLACE, Plan, PlanList, apply_plan
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -310,7 +323,39 @@ class TestSameAsTheDefinition:
         log = read_log(SAMPLES / name if name != "generated" else _generated(tmp_path))
         fast = find_lost_evidence(log.events, log.plans)
         assert fast == find_lost_evidence(log.events) == _definition(_frozen(log.events))
+        source = load_source(log)
+        some = source.entries[: len(source.entries) // 2]  # texts known of the first half
+        assert find_lost_evidence(log.events, log.plans, texts=source.texts(some)) == fast
         assert name not in ("generated", "long-compaction.jsonl") or len(fast) > 5
+
+    def test_the_surface_texts_kept_are_the_surface_at_every_check(
+            self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The texts kept, grown by appends and made anew by replaces, and their joined
+        length, are those of the surface folded anew before each acting message."""
+        log = read_log(_generated(tmp_path))
+        events = _frozen(log.events)
+        nodes: list[int] = []
+        before: dict[int, list[int]] = {}
+        for plan in plan_log(events):
+            before[plan.seq] = list(nodes)
+            nodes = apply_plan(nodes, plan)
+        check, checks = _Walk.check, []
+
+        def checked(self: _Walk, entry: Any, seq: int, shadowing: tuple[int, ...]) -> None:
+            texts = [message_text(events[n]) for n in before[seq]]
+            checks.append(self.shown == texts and self.length == len("\n".join(texts)))
+            check(self, entry, seq, shadowing)
+
+        monkeypatch.setattr(_Walk, "check", checked)
+        assert find_lost_evidence(log.events, log.plans)
+        assert len(checks) > 100 and all(checks)
+
+    @given(st.text("ab\n", min_size=1, max_size=8).map(str.strip).filter(bool),
+           st.lists(st.text("ab\n", max_size=8), max_size=6))
+    @settings(max_examples=200, deadline=None)
+    def test_a_text_is_shown_exactly_when_the_joined_parts_hold_it(
+            self, text: str, parts: list[str]) -> None:
+        assert _shown(text, parts) == (text in "\n".join(parts))
 
     @pytest.mark.parametrize("path", sorted((SHARED / "real_logs").glob("*/*.json*")),
                              ids=lambda p: p.name[-60:])
@@ -377,24 +422,24 @@ class TestSameAsTheDefinition:
         assert found == _definition(events)[0] and found.kind == "repeated-call"
 
 
-class TestMessageEvents:
-    """`LogEvents.message_events` reads what the message helpers read, as the full parse."""
+class TestTypedReading:
+    """A packed log's lines decoded typed give each event the entry the event itself
+    gives; lines the types do not take are read whole."""
 
     @pytest.mark.parametrize("name", ["long-compaction.jsonl", "tools-parallel.jsonl",
-                                      "pruned-tool-results.jsonl", "generated"])
-    def test_message_helpers_answer_alike(self, name: str, tmp_path: Path) -> None:
-        log = read_log(SAMPLES / name if name != "generated" else _generated(tmp_path, 3000))
-        seqs = list(range(len(log.events)))
-        for seq, slim in zip(seqs, log.events.message_events(seqs), strict=True):
-            full = log.events[seq]
-            assert (slim["type"], message_text(slim), author_of(slim)) == (
-                full["type"], message_text(full), author_of(full))
-            assert slim.get("surfaceOp") == full.get("surfaceOp")
-            assert (slim["data"] or {}).get("turn") == full["data"].get("turn")
-            assert json_equal(mapping_at(message_of(slim), "source"),
-                              mapping_at(message_of(full), "source"))
+                                      "pruned-tool-results.jsonl", "generated", "dsh"])
+    def test_every_event_reads_alike(self, name: str, tmp_path: Path) -> None:
+        paths = sorted((SHARED / "real_logs" / "dsh").glob("*.jsonl")) if name == "dsh" \
+            else [SAMPLES / name if name != "generated" else _generated(tmp_path, 3000)]
+        for path in paths:
+            log = read_log(path)
+            seqs = list(range(len(log.events)))
+            entries = [_entry(e) for e in _frozen(log.events)]
+            assert list(_entries(log.events, seqs, {})) == entries
+            known = load_source(log).texts(seqs)  # a tool result's or user's line bare
+            assert list(_entries(log.events, seqs, known)) == entries
 
-    def test_a_line_the_typed_decode_refuses_is_parsed_whole(self, tmp_path: Path) -> None:
+    def test_a_line_the_types_refuse_is_read_whole(self, tmp_path: Path) -> None:
         """A user message carrying an extra `message` field that is not an object."""
         path = tmp_path / "odd.jsonl"
         lines = (SAMPLES / "chat.jsonl").read_text().splitlines()
@@ -402,5 +447,20 @@ class TestMessageEvents:
         lines[2] = lines[2].replace('"role":"user",', '"role":"user","message":"x",', 1)
         path.write_text("\n".join(lines) + "\n")
         log = read_log(path)
-        [slim] = log.events.message_events([1])
-        assert slim == log.events.raw(1) and message_text(slim) == "What is a surface?"
+        with pytest.raises(msgspec.ValidationError):
+            _LINE.decode(lines[2])
+        [entry] = _entries(log.events, [1], {})
+        assert entry == _entry(log.events[1]) and entry.text == "What is a surface?"
+
+    @pytest.mark.parametrize("content", [
+        [{"type": "text", "text": "a"}, {"type": "reasoning", "text": "b"}],
+        [{"type": "text"}, {"type": "text", "text": None}, {"type": "text", "text": 5}],
+        [{"type": "tool-call", "id": "c", "arguments": {"k": [1]}}, {"type": "image"}],
+        [{"type": "tool-result", "content": [{"type": "text", "text": "x"}, {
+            "type": "tool-result", "content": [{"type": "text", "text": "y"}]}]}],
+        [{"type": "tool-result", "content": None}, {"type": "tool-result"}, {}],
+        [{"type": ["odd"], "text": "z"}, {"type": "text", "text": {"a": 1}}], [], None])
+    def test_blocks_text_is_message_text(self, content: Any) -> None:
+        event = {"type": "user/message", "data": {"content": content}}
+        blocks = msgspec.json.decode(json.dumps(content), type=list[Block] | None)
+        assert blocks_text(blocks) == message_text(event)

@@ -25,8 +25,7 @@ __all__ = ["LineNumbers", "LogEvents", "PlanList"]  # PlanList: surface's
 _ROW_AS_CHUNK = bytes(range(255)) + bytes((CODE["assistant/chunk"],))  # members are chunks
 
 
-# The message pass (`LogEvents.message_texts`, `message_events`): a line's type, surface
-# op, turn and its message content and source only.
+# The message pass (`LogEvents.message_texts`): a line's type and its message content only.
 
 
 class _TextMessage(msgspec.Struct, gc=False):
@@ -38,13 +37,11 @@ class _TextData(msgspec.Struct, gc=False):
     message: _TextMessage | None = None
     content: Any = None
     source: Any = None
-    turn: Any = None
 
 
 class _TextLine(msgspec.Struct, gc=False):
     type: str
     data: _TextData | None = None
-    surfaceOp: Any = None
 
 
 _TEXT_DECODER = msgspec.json.Decoder(_TextLine)
@@ -188,27 +185,17 @@ class LogEvents(ReadOnlySequence[Event]):
                 "content": message.content}}), message.source))
         return out
 
-    def message_events(self, seqs: Iterable[int]) -> Iterator[Mapping[str, Any]]:
-        """Each of these events (in the order given) with only its type, `surfaceOp`,
-        `data.turn` and its message's content and source, each line decoded of those
-        alone: what `message_of`, `message_text` and `author_of` read, for a walk over
-        many surface events. (A field absent and a field null read alike here.)"""
+    def line_views(self, seqs: Iterable[int]) -> Iterator[memoryview | None]:
+        """The bytes of each of these events' line (in the order given), for a reader
+        that decodes only what it needs; None for a packed row's member."""
         starts, codes, first = self._records.starts, self._records.codes, \
             self._records.first_seq
         view = memoryview(self._data)
         record = 0
-        for seq in seqs:
+        for seq in seqs:  # most often ascending: search on from the last line found
             record = bisect_right(first, seq, record if first[record] <= seq else 0) - 1
-            if codes[record] == ROW:  # a chunk: no message
-                yield self._item(seq)
-                continue
-            try:
-                line = _TEXT_DECODER.decode(view[starts[record] : starts[record + 1] - 1])
-            except msgspec.DecodeError:  # a number too large for a double: the full parse
-                yield self.raw(seq)
-                continue
-            yield {"type": line.type, "surfaceOp": line.surfaceOp, "data": _message_data(
-                line.type, line.data)}
+            end = starts[record + 1] - 1  # the line break is not the line's
+            yield None if codes[record] == ROW else view[starts[record] : end]
 
     def lookup(self, seq: int) -> Mapping[str, Any] | None:
         """`raw(seq)`, or None outside the log: the planner's lookup, which reads data."""
@@ -222,17 +209,6 @@ class LogEvents(ReadOnlySequence[Event]):
     def data_sizes(self) -> list[int]:
         """`len(dumps(event["data"]))` of every event."""
         return cast(list[int], self.columns().data_bytes.tolist())
-
-
-def _message_data(kind: str, data: _TextData | None) -> dict[str, Any] | None:
-    """The `data` of a `message_events` event: its turn and its message's fields."""
-    if data is None:
-        return None
-    if kind in _NESTED_MESSAGE:
-        message = data.message
-        return {"turn": data.turn, "message": None if message is None else {
-            "content": message.content, "source": message.source}}
-    return {"turn": data.turn, "content": data.content, "source": data.source}
 
 
 class LineNumbers(ReadOnlySequence[int]):
