@@ -9,6 +9,8 @@ import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import contains
 from typing import Any, NamedTuple, cast
 
 import msgspec
@@ -18,9 +20,9 @@ from .events import Event, message_of
 from .facts import DEFAULT_RULES, author_of, find_mentions
 from .gcpause import gc_paused
 from .messages import Block, blocks_text, message_text
-from .reading.lines import CODE
+from .reading.lines import TYPE_NAMES
 from .reading.sequences import LogEvents
-from .surface import LOG_ONLY, Plan, PlanList, apply_plan, plan_event
+from .surface import APPEND, LOG_ONLY, Plan, PlanList, apply_plan, plan_event
 
 __all__ = ["KINDS", "LostEvidence", "find_lost_evidence", "plan_log"]
 
@@ -144,16 +146,18 @@ def _blocks(event: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         else []
 
 
-def _entry(event: Mapping[str, Any]) -> _Entry:
-    """What the walk reads of a surface event, read from the event itself."""
+def _entry(event: Mapping[str, Any], appended: bool) -> _Entry:
+    """What the walk reads of a surface event, read from the event itself (`appended`:
+    its plan is an append, as its surfaceOp says)."""
     kind, data = event["type"], event.get("data")
     acts: tuple[_Act, ...] = ()
-    answers = None
+    answers, turn = None, None
     if kind == "assistant/message":
         acts = tuple(_act(b.get("type"), b.get("name"), b.get("arguments"), b.get("id"),
                           b.get("text", "")) for b in _blocks(event)
                      if b.get("type") in ("tool-call", "text"))
-    elif kind == "tool/result" and event.get("surfaceOp") == "append":
+        turn = _turn(data.get("turn")) if isinstance(data, _MAPPINGS) else None
+    elif kind == "tool/result" and appended:
         message = message_of(event)
         source = message.get("source") if isinstance(message, _MAPPINGS) else None
         call_id = source.get("callId") if isinstance(source, _MAPPINGS) else None
@@ -162,8 +166,22 @@ def _entry(event: Mapping[str, Any]) -> _Entry:
         answers = str(call_id)
     asks = kind in ("user/message", "context/message") and author_of(event) in (
         "user", "context")
-    return _Entry(kind, message_text(event), _turn(data.get("turn")) if isinstance(
-        data, _MAPPINGS) else None, acts, answers, asks)
+    return _Entry(kind, message_text(event), turn, acts, answers, asks)
+
+
+def _known_entry(kind: str, text: str, appended: bool, source: Any) -> _Entry | None:
+    """The entry of a tool result or a user or context message from its text and its
+    message's source alone (None for a tool result that names its call only in a
+    block: its line is read)."""
+    answers = None
+    if kind == "tool/result" and appended:
+        call_id = source.get("callId") if isinstance(source, _MAPPINGS) else None
+        if call_id is None:
+            return None
+        answers = str(call_id)
+    asks = kind == "context/message" or (kind == "user/message" and author_of(
+        {"type": kind, "data": {"source": source}}) == "user")
+    return _Entry(kind, text, None, (), answers, asks)
 
 
 # A packed log's surface line decoded of what `_entry` reads alone, the blocks typed; where
@@ -184,7 +202,6 @@ class _Data(msgspec.Struct, gc=False):
 
 class _Line(msgspec.Struct, gc=False):
     type: str
-    surfaceOp: Any = None
     data: _Data | None = None
 
 
@@ -213,27 +230,28 @@ class _BareData(msgspec.Struct, gc=False):
 
 class _BareLine(msgspec.Struct, gc=False):
     type: str
-    surfaceOp: Any = None
     data: _BareData | None = None
 
 
 _LINE = msgspec.json.Decoder(_Line)
 _BARE = msgspec.json.Decoder(_BareLine)
-_BARE_CODES = frozenset(CODE[k] for k in ("tool/result", "user/message", "context/message"))
+_UNKNOWN = object()  # a source not given
 
 
-def _typed_entry(line: _Line | _BareLine, text: str | None) -> _Entry:
+def _typed_entry(line: _Line | _BareLine, text: str | None, appended: bool) -> _Entry:
     """`_entry` of the event a typed line holds (the same reading, over typed fields);
     `text` when known (a bare line is decoded only then)."""
     kind, data = line.type, line.data
     message = (data.message if data is not None else None) if kind in _NESTED else data
     blocks = message.content if message is not None else None
     acts: tuple[_Act, ...] = ()
-    answers = None
-    if kind == "assistant/message" and blocks:
+    answers, turn = None, None
+    if kind == "assistant/message":
         acts = tuple(_act(b.type, b.name, b.arguments, b.id, "" if b.text is UNSET
-                          else b.text) for b in blocks if b.type in ("tool-call", "text"))
-    elif kind == "tool/result" and line.surfaceOp == "append":
+                          else b.text) for b in blocks or () if b.type in ("tool-call",
+                                                                         "text"))
+        turn = _turn(data.turn) if data is not None else None
+    elif kind == "tool/result" and appended:
         source = message.source if message is not None else None
         call_id = source.get("callId") if isinstance(source, _MAPPINGS) else None
         if call_id is None:
@@ -244,35 +262,45 @@ def _typed_entry(line: _Line | _BareLine, text: str | None) -> _Entry:
     ) == "user")
     if text is None:  # then the line is a full one
         text = blocks_text(cast(list[Block] | None, blocks))
-    return _Entry(kind, text, _turn(data.turn) if data is not None else None, acts, answers,
-                  asks)
+    return _Entry(kind, text, turn, acts, answers, asks)
 
 
-def _entries(events: Sequence[Event], seqs: list[int], texts: Mapping[int, str]
-             ) -> Iterator[_Entry]:
-    """The entry of each of these events: a packed log's lines decoded typed (without the
-    text where `texts` has it; the full parse where a line does not fit the types), other
-    logs' events as they are."""
+def _entries(events: Sequence[Event], plans: PlanList, seqs: list[int],
+             texts: Mapping[int, str], sources: Mapping[int, Any]) -> Iterator[_Entry]:
+    """The entry of each of these events. A packed log's tool result or user or context
+    message whose text and source are both known is not read; one whose text alone is
+    known is decoded without it; any other line is decoded typed (parsed whole where it
+    does not fit the types). Other logs' events are read as they are."""
+    kinds = plans.kinds
     if not isinstance(events, LogEvents):
-        yield from map(_entry, map(events.__getitem__, seqs))
+        for seq in seqs:
+            yield _entry(events[seq], kinds[seq] == APPEND)
         return
     codes = events.type_codes
     for seq, line in zip(seqs, events.line_views(seqs), strict=True):
+        kind, appended, text = TYPE_NAMES[codes[seq]], kinds[seq] == APPEND, texts.get(seq)
+        bare = text is not None and kind != "assistant/message"
+        if bare:
+            source = sources.get(seq, _UNKNOWN)
+            entry = None if source is _UNKNOWN else _known_entry(kind, cast(str, text),
+                                                                  appended, source)
+            if entry is not None:
+                yield entry
+                continue
         if line is None:  # a packed row's member
-            yield _entry(events[seq])
+            yield _entry(events[seq], appended)
             continue
-        text = texts.get(seq)
         try:
-            typed = _LINE.decode(line) if text is None or codes[seq] not in _BARE_CODES \
-                else _BARE.decode(line)
+            typed = _BARE.decode(line) if bare else _LINE.decode(line)
         except msgspec.DecodeError:  # a shape the types do not take: read it whole
-            yield _entry(events.raw(seq))
+            yield _entry(events.raw(seq), appended)
             continue
-        yield _typed_entry(typed, text)
+        yield _typed_entry(typed, text, appended)
 
 
 def find_lost_evidence(events: Sequence[Event], plans: Sequence[Plan] | None = None, *,
-                       texts: Mapping[int, str] | None = None) -> list[LostEvidence]:
+                       texts: Mapping[int, str] | None = None,
+                       sources: Mapping[int, Any] | None = None) -> list[LostEvidence]:
     """Every action after a replace that shows the agent needed what it hid, in log order.
 
     Content counts as hidden at an action when the event is off the surface because a
@@ -284,9 +312,11 @@ def find_lost_evidence(events: Sequence[Event], plans: Sequence[Plan] | None = N
     Args:
         events: a valid log (seqs from 0).
         plans: each event's plan, when already computed (as `LogData.plans`).
-        texts: `message_text` of events by seq, where already decoded (as
-            `LogData.texts` keeps them): a packed log's tool results and user messages
-            whose text is known are then decoded without it.
+        texts, sources: `message_text` of events and their message's `source`, by seq,
+            where already decoded (as `LogData.texts` and `LogData.sources` give them):
+            a packed log's tool results and user messages whose text and source are
+            known are not read again, and those whose text alone is known are read
+            without it.
     """
     plans = PlanList.of(plans if plans is not None else plan_log(events)) \
         if not isinstance(plans, PlanList) else plans
@@ -294,12 +324,13 @@ def find_lost_evidence(events: Sequence[Event], plans: Sequence[Plan] | None = N
         return []  # nothing was ever hidden
     seqs = _surface_seqs(plans)
     walk = _Walk()
-    replaces, texts, hidden_by = plans.replaces, walk.texts, walk.hidden_by
+    replaces, known, hidden_by = plans.replaces, walk.texts, walk.hidden_by
     nodes: list[int] = []
     with gc_paused():  # tens of thousands of short-lived acyclic objects
         # each surface event read once (of a packed log's line, only what the walk reads)
-        for seq, entry in zip(seqs, _entries(events, seqs, texts or {}), strict=True):
-            texts[seq] = entry.text
+        for seq, entry in zip(seqs, _entries(events, plans, seqs, texts or {}, sources or {}),
+                              strict=True):
+            known[seq] = entry.text
             replace = replaces.get(seq)
             for s in replace.shadowed if replace is not None else ():
                 hidden_by.setdefault(s, seq)
@@ -444,20 +475,27 @@ class _Walk:
 
 def _shown(text: str, parts: list[str]) -> bool:
     """Whether `text` (stripped, not empty) occurs in the parts joined by newlines, found
-    without joining them all: an occurrence begins inside a part (the text does not
-    begin with a newline) and its first line, which holds none, lies inside that part.
-    So only a part holding the first line is tried, joined with the parts after it as
-    far as the text could reach."""
+    without joining them. An occurrence begins inside a part (the text does not begin
+    with a newline) and its first line, which holds no newline, lies in that part; if
+    it runs on past the part, it begins in the part's last `len(text) - 1` characters.
+    So only a part holding the first line is tried: the text inside it, then, if the
+    first line is in that tail, the tail joined with what follows as far as the text
+    could reach."""
     first, newline, _ = text.partition("\n")
+    if not any(map(contains, parts, repeat(first))):  # the usual answer, in one pass
+        return False
     for i, part in enumerate(parts):
         if first not in part:
             continue
-        if not newline:
+        if not newline or text in part:
             return True
-        window, j = part, i
-        while len(window) < len(part) + len(text) and j + 1 < len(parts):
+        tail = max(0, len(part) - len(text) + 1)
+        if part.find(first, tail) < 0:
+            continue
+        need, window, j = len(part) - tail + len(text), part[tail:], i + 1
+        while len(window) < need and j < len(parts):
+            window = f"{window}\n{parts[j][: need - len(window) - 1]}"
             j += 1
-            window = f"{window}\n{parts[j]}"
         if text in window:
             return True
     return False

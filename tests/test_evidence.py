@@ -326,6 +326,8 @@ class TestSameAsTheDefinition:
         source = load_source(log)
         some = source.entries[: len(source.entries) // 2]  # texts known of the first half
         assert find_lost_evidence(log.events, log.plans, texts=source.texts(some)) == fast
+        assert find_lost_evidence(log.events, log.plans, texts=source.texts(some),
+                                  sources=source.sources(some)) == fast
         assert name not in ("generated", "long-compaction.jsonl") or len(fast) > 5
 
     def test_the_surface_texts_kept_are_the_surface_at_every_check(
@@ -367,6 +369,18 @@ class TestSameAsTheDefinition:
             log = read_log(path)
             assert find_lost_evidence(log.events, log.plans) == _definition(
                 _frozen(log.events))
+
+    def test_texts_given_are_taken_as_the_events_texts(self) -> None:
+        """A hidden result whose known text is empty hides nothing: the walk reads the
+        texts it is given instead of decoding them again."""
+        log = read_log(SAMPLES / "long-compaction.jsonl")
+        found = find_lost_evidence(log.events, log.plans)
+        known = load_source(log).texts(load_source(log).entries)
+        emptied = {**known, found[0].hidden_seq: ""}
+        fewer = [f for f in found if f.hidden_seq != found[0].hidden_seq]
+        assert find_lost_evidence(log.events, log.plans, texts=emptied) == fewer
+        assert find_lost_evidence(log.events, log.plans, texts=emptied, sources=load_source(
+            log).sources(load_source(log).entries)) == fewer
 
     def test_a_log_without_replaces_has_no_evidence(self) -> None:
         chat = _Chat()
@@ -423,8 +437,9 @@ class TestSameAsTheDefinition:
 
 
 class TestTypedReading:
-    """A packed log's lines decoded typed give each event the entry the event itself
-    gives; lines the types do not take are read whole."""
+    """A packed log's lines decoded typed (bare where the text is known, not at all where
+    the source is known too) give each event the entry the event itself gives; lines
+    the types do not take are read whole."""
 
     @pytest.mark.parametrize("name", ["long-compaction.jsonl", "tools-parallel.jsonl",
                                       "pruned-tool-results.jsonl", "generated", "dsh"])
@@ -434,10 +449,15 @@ class TestTypedReading:
         for path in paths:
             log = read_log(path)
             seqs = list(range(len(log.events)))
-            entries = [_entry(e) for e in _frozen(log.events)]
-            assert list(_entries(log.events, seqs, {})) == entries
+            plans, events = PlanList.of(log.plans), _frozen(log.events)
+            assert [plans.kinds[s] == APPEND for s in seqs] == [
+                e.get("surfaceOp") == "append" for e in events]  # what `appended` means
+            entries = [_entry(e, plans.kinds[s] == APPEND) for s, e in enumerate(events)]
+            assert list(_entries(log.events, plans, seqs, {}, {})) == entries
             known = load_source(log).texts(seqs)  # a tool result's or user's line bare
-            assert list(_entries(log.events, seqs, known)) == entries
+            assert list(_entries(log.events, plans, seqs, known, {})) == entries
+            sources = load_source(log).sources(seqs)  # such lines not read at all
+            assert list(_entries(log.events, plans, seqs, known, sources)) == entries
 
     def test_a_line_the_types_refuse_is_read_whole(self, tmp_path: Path) -> None:
         """A user message carrying an extra `message` field that is not an object."""
@@ -449,8 +469,8 @@ class TestTypedReading:
         log = read_log(path)
         with pytest.raises(msgspec.ValidationError):
             _LINE.decode(lines[2])
-        [entry] = _entries(log.events, [1], {})
-        assert entry == _entry(log.events[1]) and entry.text == "What is a surface?"
+        [entry] = _entries(log.events, PlanList.of(log.plans), [1], {}, {})
+        assert entry == _entry(log.events[1], True) and entry.text == "What is a surface?"
 
     @pytest.mark.parametrize("content", [
         [{"type": "text", "text": "a"}, {"type": "reasoning", "text": "b"}],

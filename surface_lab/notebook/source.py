@@ -123,6 +123,13 @@ class LogData:
                 known.update((s, message_text(self.events[s])) for s in missing)
         return known
 
+    def sources(self, seqs: Iterable[int]) -> dict[int, Any]:
+        """The `source` of these events' messages, by seq, where the log is kept packed
+        (decoded with their texts: see `texts`); empty for a log in memory."""
+        self.texts(seqs)
+        sources: dict[int, Any] = self.cache["sources"]
+        return sources
+
     def source_of(self, seq: int) -> Mapping[str, Any]:
         """The `source` of event `seq`'s message ({} when it has none)."""
         if isinstance(self.events, LogEvents):
