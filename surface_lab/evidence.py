@@ -9,7 +9,7 @@ import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import compress, count, islice, repeat
 from operator import contains
 from typing import Any, NamedTuple, cast
 
@@ -89,6 +89,14 @@ def _canonical(arguments: Any) -> str:
         return json.dumps(json.loads(arguments), sort_keys=True, ensure_ascii=False)
     except (TypeError, ValueError):
         return str(arguments)
+
+
+_Parsed = tuple[str, str, frozenset[str]]  # a call's key, canonical arguments, targets
+
+
+def _parse(name: str, arguments: Any) -> _Parsed:
+    canonical = _canonical(arguments)
+    return f"{name}\x00{canonical}", canonical, _targets(arguments)
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -277,7 +285,7 @@ def _entries(events: Sequence[Event], plans: PlanList, seqs: list[int],
             yield _entry(events[seq], kinds[seq] == APPEND)
         return
     codes = events.type_codes
-    for seq, line in zip(seqs, events.line_views(seqs), strict=True):
+    for seq in seqs:
         kind, appended, text = TYPE_NAMES[codes[seq]], kinds[seq] == APPEND, texts.get(seq)
         bare = text is not None and kind != "assistant/message"
         if bare:
@@ -287,6 +295,7 @@ def _entries(events: Sequence[Event], plans: PlanList, seqs: list[int],
             if entry is not None:
                 yield entry
                 continue
+        line = events.line_view(seq)
         if line is None:  # a packed row's member
             yield _entry(events[seq], appended)
             continue
@@ -377,17 +386,18 @@ class _Walk:
         self.asked: list[int] = []  # user and context messages, in order
         self.texts: dict[int, str] = {}  # every surface event walked so far
         self.lowered: dict[int, str] = {}
-        self.parsed: dict[str, tuple[str, frozenset[str]]] = {}  # arguments -> these
+        self.parsed: dict[tuple[str, str], _Parsed] = {}  # (name, arguments) -> these
         self.mentions: dict[str, list[str]] = {}  # question -> its mentions
         self.found: list[LostEvidence] = []
 
-    def arguments(self, arguments: Any) -> tuple[str, frozenset[str]]:
-        """`_canonical` and `_targets` of a call's arguments (once per distinct string)."""
+    def parse(self, name: str, arguments: Any) -> _Parsed:
+        """A call's key (name and canonical arguments), canonical arguments and targets,
+        worked out once per distinct name and argument string."""
         if not isinstance(arguments, str):
-            return _canonical(arguments), _targets(arguments)
-        known = self.parsed.get(arguments)
+            return _parse(name, arguments)
+        known = self.parsed.get((name, arguments))
         if known is None:
-            known = self.parsed[arguments] = (_canonical(arguments), _targets(arguments))
+            known = self.parsed[(name, arguments)] = _parse(name, arguments)
         return known
 
     def replaced(self, nodes: list[int]) -> None:
@@ -401,8 +411,8 @@ class _Walk:
         for kind, name, arguments, call_id in acts:
             if kind != "tool-call":
                 continue
-            canonical, targets = self.arguments(arguments)
-            call = _Call(name, f"{name}\x00{canonical}", targets)
+            key, _, targets = self.parse(name, arguments)
+            call = _Call(name, key, targets)
             self.calls[str(call_id)] = call
             self.latest[call.key] = call
             for target in targets:
@@ -434,8 +444,8 @@ class _Walk:
 
         for kind, name, arguments, _ in entry.acts:
             if kind == "tool-call":
-                canonical, targets = self.arguments(arguments)
-                same = self.latest.get(f"{name}\x00{canonical}")
+                key, canonical, targets = self.parse(name, arguments)
+                same = self.latest.get(key)
                 if same is not None:
                     if same.result is not None and hidden(same.result):
                         add("repeated-call", same.result, name, str(arguments), canonical)
@@ -476,28 +486,36 @@ class _Walk:
 def _shown(text: str, parts: list[str]) -> bool:
     """Whether `text` (stripped, not empty) occurs in the parts joined by newlines, found
     without joining them. An occurrence begins inside a part (the text does not begin
-    with a newline) and its first line, which holds no newline, lies in that part; if
-    it runs on past the part, it begins in the part's last `len(text) - 1` characters.
-    So only a part holding the first line is tried: the text inside it, then, if the
-    first line is in that tail, the tail joined with what follows as far as the text
-    could reach."""
+    with a newline) and its first line, which holds no newline, lies in that part; one
+    that runs on past the part begins in its last `len(text) - 1` characters. So only a
+    part holding the first line is tried: the text inside it, then each place in that
+    tail where the first line begins."""
     first, newline, _ = text.partition("\n")
-    if not any(map(contains, parts, repeat(first))):  # the usual answer, in one pass
-        return False
-    for i, part in enumerate(parts):
-        if first not in part:
-            continue
+    for i in compress(count(), map(contains, parts, repeat(first))):  # one pass in C
+        part = parts[i]
         if not newline or text in part:
             return True
-        tail = max(0, len(part) - len(text) + 1)
-        if part.find(first, tail) < 0:
-            continue
-        need, window, j = len(part) - tail + len(text), part[tail:], i + 1
-        while len(window) < need and j < len(parts):
-            window = f"{window}\n{parts[j][: need - len(window) - 1]}"
-            j += 1
-        if text in window:
-            return True
+        at = part.find(first, max(0, len(part) - len(text) + 1))
+        while at >= 0:
+            if _runs_on(text, parts, i, at):
+                return True
+            at = part.find(first, at + 1)
+    return False
+
+
+def _runs_on(text: str, parts: list[str], i: int, at: int) -> bool:
+    """Whether `text` occurs in the parts joined by newlines from offset `at` of part `i`
+    on, where it is longer than the rest of that part."""
+    k = len(parts[i]) - at  # the text's characters this part holds (fewer than all)
+    if text[k] != "\n" or not parts[i].startswith(text[:k], at):
+        return False
+    k += 1  # past the newline joining the next part (the text does not end with one)
+    for part in islice(parts, i + 1, None):
+        if len(part) >= len(text) - k:
+            return part.startswith(text[k:])
+        if not text.startswith(part, k) or text[k + len(part)] != "\n":
+            return False
+        k += len(part) + 1
     return False
 
 

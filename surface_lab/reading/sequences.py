@@ -4,7 +4,7 @@ asked for, their line numbers and the plan each committed."""
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from itertools import compress, count
 from typing import Any, cast
 
@@ -185,17 +185,14 @@ class LogEvents(ReadOnlySequence[Event]):
                 "content": message.content}}), message.source))
         return out
 
-    def line_views(self, seqs: Iterable[int]) -> Iterator[memoryview | None]:
-        """The bytes of each of these events' line (in the order given), for a reader
-        that decodes only what it needs; None for a packed row's member."""
-        starts, codes, first = self._records.starts, self._records.codes, \
-            self._records.first_seq
-        view = memoryview(self._data)
-        record = 0
-        for seq in seqs:  # most often ascending: search on from the last line found
-            record = bisect_right(first, seq, record if first[record] <= seq else 0) - 1
-            end = starts[record + 1] - 1  # the line break is not the line's
-            yield None if codes[record] == ROW else view[starts[record] : end]
+    def line_view(self, seq: int) -> memoryview | None:
+        """The bytes of event `seq`'s line, for a reader that decodes only what it
+        needs; None for a packed row's member."""
+        record = self._record(seq)
+        if self._records.codes[record] == ROW:
+            return None
+        starts = self._records.starts
+        return memoryview(self._data)[starts[record] : starts[record + 1] - 1]
 
     def lookup(self, seq: int) -> Mapping[str, Any] | None:
         """`raw(seq)`, or None outside the log: the planner's lookup, which reads data."""
