@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -13,6 +14,8 @@ from builders import read_outcome
 
 from surface_lab import read_log
 from surface_lab.errors import CorruptLogError
+from surface_lab.events import message_of
+from surface_lab.messages import message_text
 from surface_lab.notebook import events_df
 from surface_lab.notebook.frames import event_columns
 from surface_lab.notebook.source import load_source
@@ -241,3 +244,30 @@ def test_packed_events_read_like_a_list(tmp_path: Path) -> None:
     with pytest.raises(IndexError):
         log.events[len(full.events)]
     assert log.lines[-1] == full.lines[-1] and list(log.lines) == list(full.lines)
+
+
+@pytest.mark.parametrize("name", GOOD)
+def test_message_texts_are_the_full_events_texts_and_sources(name: str) -> None:
+    """The message pass decodes blocks typed (`messages.blocks_text`): every event's text
+    and message source are those of the event parsed whole."""
+    log = read_log(SAMPLES / f"{name}.jsonl")
+    full = read_log(SAMPLES / f"{name}.jsonl", check="full").events
+    seqs = list(range(len(full)))
+    source = [m.get("source") if isinstance(m := message_of(e), Mapping) else None
+              for e in full]
+    assert log.events.message_texts(seqs) == list(zip(map(message_text, full), source,
+                                                      strict=True))
+
+
+def test_message_texts_of_blocks_the_types_refuse(tmp_path: Path) -> None:
+    """A block that is not an object, or a tool result's content that is not a list of
+    them, is read by the full parse: the same text as message_text."""
+    path = tmp_path / "odd.jsonl"
+    lines = (SAMPLES / "chat.jsonl").read_text().splitlines()
+    lines[2] = lines[2].replace('"content":[', '"content":["loose",', 1)
+    path.write_text("\n".join(lines) + "\n")
+    log = read_log(path)
+    assert isinstance(log.events, LogEvents)
+    assert log.events.message_texts([1]) == [(message_text(log.events[1]),
+                                               {"kind": "user"})] == [("What is a surface?",
+                                                                       {"kind": "user"})]

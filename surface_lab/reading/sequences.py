@@ -13,7 +13,7 @@ import msgspec
 from ..chunks import expand_row
 from ..errors import CorruptLogError
 from ..events import Event, freeze_event, message_of
-from ..messages import message_text
+from ..messages import Block, blocks_text, message_text
 from ..surface import PlanList
 from ..views import ReadOnlySequence
 from .codec import BadLine, parse_line
@@ -25,17 +25,18 @@ __all__ = ["LineNumbers", "LogEvents", "PlanList"]  # PlanList: surface's
 _ROW_AS_CHUNK = bytes(range(255)) + bytes((CODE["assistant/chunk"],))  # members are chunks
 
 
-# The message pass (`LogEvents.message_texts`): a line's type and its message content only.
+# The message pass (`LogEvents.message_texts`): a line's type and its message content only,
+# the blocks typed (`messages.Block`).
 
 
 class _TextMessage(msgspec.Struct, gc=False):
-    content: Any = None
+    content: list[Block] | None = None
     source: Any = None
 
 
 class _TextData(msgspec.Struct, gc=False):
     message: _TextMessage | None = None
-    content: Any = None
+    content: list[Block] | None = None
     source: Any = None
 
 
@@ -170,7 +171,7 @@ class LogEvents(ReadOnlySequence[Event]):
                 continue
             try:
                 line = _TEXT_DECODER.decode(view[starts[record] : starts[record + 1] - 1])
-            except msgspec.DecodeError:  # a number too large for a double: the full parse
+            except msgspec.DecodeError:  # blocks the types do not take: the full parse
                 event = self.raw(seq)
                 source = message_of(event)
                 out.append((message_text(event), source.get("source")
@@ -181,8 +182,7 @@ class LogEvents(ReadOnlySequence[Event]):
             if message is None:
                 out.append(("", None))
                 continue
-            out.append((message_text({"type": "user/message", "data": {
-                "content": message.content}}), message.source))
+            out.append((blocks_text(message.content), message.source))
         return out
 
     def line_view(self, seq: int) -> memoryview | None:
