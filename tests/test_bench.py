@@ -19,7 +19,8 @@ def test_bench_prints_every_measure(tmp_path: Path, capsys: pytest.CaptureFixtur
                     "last 10k of", "surface.nodes, nothing new", "Replay.seek (random)",
                     "ReplayWidget step (", "Play interval of the tour",
                     "plot_shadowing", "replacements_df(path)", "compaction_audit(path)",
-                    "compaction_audit(path), ", "corpus build, processes", "corpus build, dask",
+                    "compaction_audit(path), ", "find_lost_evidence(events, plans)",
+                    "corpus build, processes", "corpus build, dask",
                     "peak memory, serial build of 4 sessions, 16 MB tasks",
                     "corpus query: events by type (DuckDB)"):
         assert measure in out
