@@ -421,8 +421,8 @@ class _Walk:
     def hidden(self, s: int | None, shadowing: tuple[int, ...]) -> bool:
         """Whether event `s` is hidden from the surface: a replace removed it and the
         surface shows its text nowhere. (A seq an earlier replace shadowed never comes
-        back to the surface; only the acting event's own replace, `shadowing`, is not
-        applied yet.)"""
+        back to the surface; the acting event's own replace, hiding `shadowing`, is not
+        applied yet, so those are still on it: answered without a search.)"""
         if s is None or s not in self.hidden_by or s in shadowing:
             return False
         text = self.texts[s].strip()

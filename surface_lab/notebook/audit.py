@@ -116,9 +116,9 @@ def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True,
     frame["n_at_risk"] = frame["facts_at_risk"].map(len).astype("int64")
     frame["saved_tokens"] = (frame["tokens_before"] - frame["tokens_after"]).astype("int64")
     with step_bar("evidence of loss", 1, progress, unit=" pass") as bar:
-        lost = Counter(e.replace_seq for e in find_lost_evidence(  # most decoded already
-            log.events, log.plans, texts=log.texts(log.entries),
-            sources=log.sources(log.entries)))
+        known = log.entries if log.replaces else []  # texts the frame mostly decoded
+        lost = Counter(e.replace_seq for e in find_lost_evidence(
+            log.events, log.plans, texts=log.texts(known), sources=log.sources(known)))
         bar.update(1)
     frame["lost_evidence"] = pd.Series([lost[int(s)] for s in frame["seq"]], dtype="int64",
                                        index=frame.index)
