@@ -8,9 +8,10 @@ incremental view.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import chain, islice
 from typing import Any, NamedTuple, cast
 
 from .errors import AdmissionError
@@ -36,8 +37,12 @@ __all__ = [
     "PlanList",
     "Replacement",
     "apply_plan",
+    "check_sources",
+    "check_sources_run",
+    "first_misplaced",
     "fold_surface",
     "plan_event",
+    "seq_is",
 ]
 
 # Plan kinds.
@@ -117,6 +122,88 @@ def _seqs(values: list[Any]) -> list[int] | None:
     return None if any(n is None or n < 0 for n in cited) else cast(list[int], cited)
 
 
+def seq_is(value: Any, seq: int) -> bool:
+    """SPEC 4.1 step 1: whether `value` is the integer `seq` (an integral float counts)."""
+    return as_int(value) == seq
+
+
+def first_misplaced(values: Sequence[Any], seqs: Sequence[int], *,
+                    typed: bool = False) -> int | None:
+    """Step 1 for a run of events: the index of the first of `values` that is not the
+    seq beside it in `seqs` (`seq_is`), or None. `typed`: every value is known to be an
+    int (a decoder typed them), so equal lists need no further look."""
+    if values == seqs and (typed or set(map(type, values)) <= {int}):
+        return None  # equal ints are the same seqs
+    return next((i for i, (value, seq) in enumerate(zip(values, seqs, strict=True))
+                 if not seq_is(value, seq)), None)
+
+
+def check_sources(kind: str, seq: int, sources: Any) -> list[int]:
+    """SPEC 4.1 step 5 for a surface event of type `kind` at `seq` whose
+    `sourceEventSeqs` is `sources`: the seqs it cites.
+
+    Raises:
+        AdmissionError: `sources-not-array`, `sources-empty`, `sources-invalid-seq`,
+            `sources-duplicate` or `sources-not-earlier`, the first that applies.
+    """
+    event = {"type": kind, "seq": seq}  # what the error names
+    if not isinstance(sources, list):
+        fail("sources-not-array", event,
+              f"sourceEventSeqs must be an array of seqs, got {sources!r}")
+    if not sources and kind != "assistant/message":
+        fail("sources-empty", event,
+              "sourceEventSeqs is [] (only assistant/message may cite an empty stream); "
+              "leave it out if the sources were not recorded")
+    cited = _seqs(sources)
+    if cited is None:
+        i, value = next((i, v) for i, v in enumerate(sources)
+                        if (n := as_int(v)) is None or n < 0)
+        fail("sources-invalid-seq", event,
+              f"sourceEventSeqs[{i}] must be an integer seq >= 0, got {value!r}")
+    if len(set(cited)) != len(cited):
+        dup = next(n for i, n in enumerate(cited) if n in cited[:i])
+        fail("sources-duplicate", event, f"sourceEventSeqs cites {dup} more than once")
+    later = [n for n in cited if n >= seq]
+    if later:
+        fail("sources-not-earlier", event,
+              f"sourceEventSeqs cites {later[0]}, not earlier than this event ({seq})")
+    return cited
+
+
+def check_sources_run(kinds: Sequence[str], seqs: Sequence[int], sources: Sequence[Any],
+                      *, above: int | None = -1, typed: bool = False) -> int | None:
+    """Step 5 (`check_sources`) for a run of surface events in log order that carry
+    `sourceEventSeqs`: `kinds`, `seqs` and `sources` hold theirs. `typed`: every one of
+    `sources` is known to be a list of ints (a decoder typed them).
+
+    While the seqs cited rise through the run from above `above` (the usual case) one
+    pass proves every non-empty list good: each then holds distinct integers >= 0 below
+    its event's seq. Only the empty lists, or every list if that pass fails, are then
+    checked one by one.
+
+    Returns:
+        The highest seq cited, to pass as `above` for the next run, or None (pass None)
+        once the seqs cited stop rising.
+
+    Raises:
+        AdmissionError: for the first event that breaks a rule of step 5.
+    """
+    if above is not None and (typed or set(map(type, sources)) <= {list}):
+        flat: list[int] = [above, *chain.from_iterable(sources)]
+        if ((typed or set(map(type, flat)) <= {int})
+                and all(map(operator.lt, flat, islice(flat, 1, None)))
+                and all(map(operator.lt, [cited[-1] for cited in sources if cited],
+                            [seq for seq, cited in zip(seqs, sources, strict=True) if cited]))):
+            if not all(sources):
+                for kind, seq, cited in zip(kinds, seqs, sources, strict=True):
+                    if not cited:
+                        check_sources(kind, seq, cited)
+            return flat[-1]
+    for kind, seq, cited in zip(kinds, seqs, sources, strict=True):
+        check_sources(kind, seq, cited)
+    return None
+
+
 def plan_event(
     nodes: Sequence[int],
     event: Mapping[str, Any],
@@ -145,8 +232,7 @@ def plan_event(
         check_envelope(event)
         check_message_shape(event)
     # 1. seq
-    got = as_int(event.get("seq"))
-    if got is None or got != seq:
+    if not seq_is(event.get("seq"), seq):
         fail("seq-not-contiguous", event,
               f"seq must be {seq} (the next position in the log), got "
               f"{event.get('seq', '<missing>')!r}")
@@ -199,30 +285,7 @@ def plan_event(
         fail("surface-op-invalid", event,
               f'surfaceOp must be "append" or a replace object, got {op!r}')
     # 5. provenance
-    sources = event.get("sourceEventSeqs")
-    if "sourceEventSeqs" in event:
-        if not isinstance(sources, list):
-            fail("sources-not-array", event,
-                  f"sourceEventSeqs must be an array of seqs, got {sources!r}")
-        if not sources and kind != "assistant/message":
-            fail("sources-empty", event,
-                  "sourceEventSeqs is [] (only assistant/message may cite an empty stream); "
-                  "leave it out if the sources were not recorded")
-        cited = _seqs(sources)
-        if cited is None:
-            i, value = next((i, v) for i, v in enumerate(sources)
-                            if (n := as_int(v)) is None or n < 0)
-            fail("sources-invalid-seq", event,
-                  f"sourceEventSeqs[{i}] must be an integer seq >= 0, got {value!r}")
-        if len(set(cited)) != len(cited):
-            dup = next(n for i, n in enumerate(cited) if n in cited[:i])
-            fail("sources-duplicate", event, f"sourceEventSeqs cites {dup} more than once")
-        later = [n for n in cited if n >= seq]
-        if later:
-            fail("sources-not-earlier", event,
-                  f"sourceEventSeqs cites {later[0]}, not earlier than this event ({seq})")
-    else:
-        cited = []
+    cited = check_sources(kind, seq, event["sourceEventSeqs"]) if "sourceEventSeqs" in event else []
     if plan.kind == APPEND:
         return plan
     # 6. a replace cites everything it shadows
