@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Mapping
 from functools import partial, reduce
 from itertools import accumulate, compress, count, pairwise
 from types import FrameType
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 import msgspec
 import orjson
@@ -45,8 +45,11 @@ from ..legacy import upgrade_reason
 from ..repair import interrupted_turn_closers
 from ..schema import (
     ENVELOPE_RULES,
+    ROW_RULES,
+    SAFE_INT,
     SEQ,
     Rows,
+    Rule,
     message_checks,
     message_struct,
     row_checks,
@@ -94,8 +97,11 @@ _UTF8_BLOCK = 1 << 14
 
 # Narrowing: the gaps of a packed row's member times, taken here only in [0, 2**31), so
 # that one sum proves every member time of a stretch safe (`schema.Rows.gaps_within`).
+# It stands in for dt's type only while that is `list[SAFE_INT]`, which it refines: a
+# rule added on dt turns it off (`_narrowed`).
 _GAP_LIMIT = 1 << 31
 _GAP = Annotated[int, Meta(ge=0, lt=_GAP_LIMIT)]
+_GAPS_NARROWED = (("dt", list[SAFE_INT], list[_GAP]),)
 # No value is of this type: a field so typed must be absent.
 _ABSENT = Annotated[int, Meta(ge=1, le=0)]
 
@@ -162,12 +168,23 @@ def _event_struct(name: str) -> type[Struct]:
                              namespace={"code": _CODE[name]})
 
 
+def _narrowed(tag: str) -> tuple[tuple[str, Any], ...]:
+    """The narrowings of `_GAPS_NARROWED` that apply to a `tag` row: those whose field's
+    last rule has the type they refine."""
+    last = {r.field: r.type(Any) for r in ROW_RULES[tag] if isinstance(r, Rule)}
+    return tuple((field, narrow) for field, wide, narrow in _GAPS_NARROWED
+                 if last.get(field) == wide)
+
+
 def _row_struct(tag: str) -> type[Struct]:
-    """A packed row, as `schema.row_fields` has it (the gaps narrowed, see `_GAP`)."""
+    """A packed row, as `schema.row_fields` has it (narrowed, see `_narrowed`); the
+    class attribute `gaps_within` is `_GAP_LIMIT` when its gaps are narrowed."""
+    narrowed = _narrowed(tag)
     return msgspec.defstruct(f"Row_{tag.replace('-', '_')}",
-                             row_fields(tag, narrowed=(("dt", list[_GAP]),)),
+                             row_fields(tag, narrowed=narrowed),
                              tag_field="type", tag=tag, forbid_unknown_fields=True, gc=False,
-                             namespace={"code": _ROW, "row_tag": tag})
+                             namespace={"code": _ROW, "row_tag": tag,
+                                        "gaps_within": _GAP_LIMIT if narrowed else None})
 
 
 def decoder() -> msgspec.json.Decoder[Any]:
@@ -452,6 +469,8 @@ def _rows_ok(rows: list[Any], members: list[Any]) -> bool:
     """Whether `rows` (with their `members`) pass every check of `schema.ROW_RULES`
     across a row's fields, each run on the rows of the tags it is listed for."""
     checks = {tag: row_checks(tag) for tag in ROW_TAGS}
+    narrowed = {cls.row_tag: cls.gaps_within for cls in get_args(_DECODER.type)
+                if cls.code == _ROW}  # as the rows were decoded
     tags_of: dict[Any, set[str]] = {}  # the tags each check is listed for
     for tag, listed in checks.items():
         for check in listed:
@@ -464,8 +483,10 @@ def _rows_ok(rows: list[Any], members: list[Any]) -> bool:
             if len(key) < len(checks):
                 keep = [r.row_tag in key for r in rows]
                 chosen, their = list(compress(rows, keep)), list(compress(members, keep))
+            within = {narrowed[tag] for tag in key}
             columns[key] = Rows(list(map(_TIME_OF, chosen)), their,
-                                [r.data.dt for r in chosen], gaps_within=_GAP_LIMIT)
+                                [r.data.dt for r in chosen],
+                                gaps_within=within.pop() if len(within) == 1 else None)
         if check.broken(columns[key]) is not None:
             return False
     return True
