@@ -12,7 +12,9 @@ import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, islice
-from typing import Any, NamedTuple, cast
+from typing import Any, Literal, NamedTuple, cast
+
+from msgspec import Struct
 
 from .errors import AdmissionError
 from .events import (
@@ -22,8 +24,10 @@ from .events import (
     check_message_shape,
     fail,
     freeze_event,
+    normalise_op,
 )
 from .jsonvalue import MAX_SAFE_INTEGER, as_int, json_equal
+from .schema import SEQ, convert
 from .views import ReadOnlySequence
 
 __all__ = [
@@ -37,6 +41,7 @@ __all__ = [
     "NodesView",
     "Plan",
     "PlanList",
+    "ReplaceOp",
     "Replacement",
     "SourceRule",
     "apply_plan",
@@ -52,6 +57,16 @@ __all__ = [
 LOG_ONLY, APPEND, REPLACE = 0, 1, 2
 
 Lookup = Callable[[int], "Mapping[str, Any] | None"]
+
+
+class ReplaceOp(Struct, forbid_unknown_fields=True, gc=False):
+    """A replace's `surfaceOp` (SPEC 4.1 step 3): exactly these keys, both ends seqs.
+    `plan_event` converts through it (integral floats as ints); the fast reader decodes
+    every surface event's `surfaceOp` as `"append"` or this."""
+
+    op: Literal["replace"]
+    start: SEQ
+    end: SEQ
 
 
 class Plan(NamedTuple):
@@ -325,18 +340,11 @@ def plan_event(
     if op == "append" and isinstance(op, str):
         plan = Plan(seq, APPEND)
     elif isinstance(op, Mapping):
-        start, end = as_int(op.get("start")), as_int(op.get("end"))
-        if (
-            op.keys() != {"op", "start", "end"}
-            or op["op"] != "replace"
-            or start is None
-            or end is None
-            or start < 0
-            or end < 0
-        ):
+        if not convert(normalise_op(op), ReplaceOp):
             fail("replace-op-invalid", event,
                   f'surfaceOp must be exactly {{op: "replace", start, end}} with integer '
                   f"ends >= 0, got {dict(op)!r}")
+        start, end = as_int(op["start"]), as_int(op["end"])
         # 4. endpoints, found by position in the current nodes
         try:
             start_pos = nodes.index(start)

@@ -61,6 +61,7 @@ from ..surface import (
     FoldResult,
     Plan,
     Replacement,
+    ReplaceOp,
     apply_plan,
     check_sources_run,
     first_misplaced,
@@ -122,12 +123,6 @@ class _RequestHeader(Plain):
     reason: Any = UNSET  # "fallback" is retired
 
 
-class _Replace(Plain, forbid_unknown_fields=True):
-    op: Literal["replace"]
-    start: SEQ
-    end: SEQ
-
-
 _LEGACY_DATA: dict[str, Any] = {
     "turn/start": _TurnStart | None,
     "turn/end": _TurnEnd | None,
@@ -161,7 +156,7 @@ def _event_struct(name: str) -> type[Struct]:
         else:
             optional.append((rule.field, tp | UnsetType, UNSET))
     if name in SURFACE_SET:  # narrowing: no integral floats in sourceEventSeqs
-        required.append(("surfaceOp", Literal["append"] | _Replace))
+        required.append(("surfaceOp", Literal["append"] | ReplaceOp))
         optional.insert(0, ("sourceEventSeqs", list[SEQ] | UnsetType, UNSET))
     return msgspec.defstruct(f"Event_{_CODE[name]}", required + optional, tag_field="type",
                              tag=name, forbid_unknown_fields=True, gc=False,
@@ -545,7 +540,7 @@ class _Fold:
         surface = [records[k - first_line] for k in lines]
         if not _checks_hold(surface):
             return False
-        is_replace = [r.surfaceOp.__class__ is _Replace for r in surface]
+        is_replace = [r.surfaceOp.__class__ is ReplaceOp for r in surface]
         appends = list(compress(surface, map(operator.not_, is_replace)))
         if not self._sources_ok(appends):
             return False
