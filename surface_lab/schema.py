@@ -1,4 +1,5 @@
-"""The envelope (SPEC 1) and the message shapes (SPEC 5.1), each rule written once.
+"""The envelope (SPEC 1), the message shapes (SPEC 5.1) and the packed chunk rows
+(SPEC 7.1), each rule written once.
 
 A rule names the error code, the field it reads and the msgspec type the field's value
 must have. `events.check_envelope` and `events.check_message_shape` walk the rules in
@@ -13,6 +14,11 @@ To add a rule, add it to the table here; both readers then enforce it
 (`tests/test_rules.py` shows each code enforced by both on the same input). A later
 rule on a field must refine the earlier ones (accept only values they accept), since
 the fast reader's struct types the field with the last.
+
+Packed rows have their own table (`ROW_RULES`, see its section): `chunks.expand_row`
+converts a row through the struct built from it and walks it for the message of the
+first rule broken; the fast reader decodes rows into the same struct (`row_fields`) and
+runs the row checks on a stretch of rows.
 
 `Opaque` stands for values no rule looks into (message content): msgspec skips them
 (`Raw`) when decoding a line and takes them as they are (`Any`) when converting.

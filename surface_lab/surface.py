@@ -3,7 +3,9 @@ incremental view.
 
 `plan_event` checks a candidate and returns a frozen `Plan` without touching any state;
 `apply_plan` is the only code that changes a node list. Live append, seeding, loading,
-`fold_surface` and the replay stepper all go through these two functions.
+`fold_surface` and the replay stepper all go through these two functions. Steps 1 and 5
+are also written for a run of events (`first_misplaced`, the table `SOURCE_RULES`), which
+`plan_event` applies to one event and the fast reader to a stretch of appends.
 """
 
 from __future__ import annotations

@@ -9,13 +9,16 @@ where an integer belongs, any broken rule) it returns None and the caller runs t
 pipeline, which finds and names the problem. So the two agree on every log the fast
 reader takes; `tests/test_fast_read.py` compares them log by log.
 
-What is checked here is what the full pipeline checks: the envelope, the packed rows,
-the message shapes (SPEC 5.1), the legacy triggers and every surface rule. Rules a type
-can state (safe integers, non-empty names, roles and source kinds, the fields each
-event type may carry) are msgspec types, so a line that breaks one does not decode; the
-rest are checked a stretch of lines at a time: seqs across lines and row members,
-legacy shapes, tool call ids, the appends' sources all at once, and each replace
-through `plan_event`. Text the checks do not need (message content, tool output, chunk
+What is checked here is what the full pipeline checks, from the same definitions. The
+envelope, message shapes and packed rows are decoded into structs built from the rule
+tables of `schema`, so a line that breaks one of their types does not decode; their
+checks across fields run on a stretch of lines at once (`schema.message_checks`,
+`schema.row_checks`). The planner's steps come from `surface`: seqs across lines and row
+members through `first_misplaced`, the appends' sources through `check_sources_run`
+(`SOURCE_RULES` over a stretch), `surfaceOp` decoded as "append" or `ReplaceOp`, and each
+replace through `plan_event`. The legacy shapes (SPEC 7.3 step 2) are checked here. A
+type narrower than its rule's is marked as a narrowing: it sends more logs to the full
+pipeline, never fewer. Text the checks do not need (message content, tool output, chunk
 text) is skipped by msgspec, which still checks its JSON syntax; UTF-8 is checked
 separately, only where the bytes are not ASCII. msgspec skips numbers without
 converting them, so the pass that finds the line breaks also finds where a number too
@@ -93,8 +96,8 @@ _UTF8_BLOCK = 1 << 14
 # The check pass decodes every line into one of these: the envelope, and of the data only
 # what a rule reads, typed as `schema` types them (`ENVELOPE_RULES`, the message shapes,
 # `row_fields`), so a line that breaks one of those rules fails the decode and the full
-# pipeline names the problem. What is typed here besides are narrowings of the fast path:
-# each sends more logs to the full pipeline, never fewer.
+# pipeline names the problem. What is typed here besides is a legacy shape (SPEC 7.3) or a
+# narrowing of the fast path, which sends more logs to the full pipeline, never fewer.
 
 # Narrowing: the gaps of a packed row's member times, taken here only in [0, 2**31), so
 # that one sum proves every member time of a stretch safe (`schema.Rows.gaps_within`).
@@ -145,6 +148,8 @@ def _event_struct(name: str) -> type[Struct]:
     """A line of type `name`: the envelope's fields typed by `schema.ENVELOPE_RULES`
     (`type` is the tag), its data by what the rules of that type read; the class
     attribute `code` is the type's index."""
+    # Narrowing: seqs, times, sources and replace ends as ints only (no integral floats,
+    # which the full pipeline converts); seq is checked by `first_misplaced`.
     required: list[tuple[str, Any] | tuple[str, Any, Any]] = [("seq", int)]
     optional: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     for rule in ENVELOPE_RULES:
@@ -155,7 +160,7 @@ def _event_struct(name: str) -> type[Struct]:
             required.append((rule.field, tp))
         else:
             optional.append((rule.field, tp | UnsetType, UNSET))
-    if name in SURFACE_SET:  # narrowing: no integral floats in sourceEventSeqs
+    if name in SURFACE_SET:  # the surface fields of SPEC 4.1 steps 2, 3 and 5
         required.append(("surfaceOp", Literal["append"] | ReplaceOp))
         optional.insert(0, ("sourceEventSeqs", list[SEQ] | UnsetType, UNSET))
     return msgspec.defstruct(f"Event_{_CODE[name]}", required + optional, tag_field="type",
