@@ -22,7 +22,6 @@ from .schema import (
     Rows,
     Rule,
     convert,
-    row_checks,
     row_struct,
 )
 
@@ -133,7 +132,7 @@ def expand_row(record: Mapping[str, Any], *, fixture: bool = False,
     tag = record.get("type")
     if not isinstance(tag, str) or tag not in ROW_TAGS:
         raise RowError(f"{tag!r} is not a packed row type")
-    struct = row_struct(tag, fixture=fixture)
+    struct: Any = row_struct(tag, fixture=fixture)
     try:  # the usual case: a row every rule's type takes
         row: Any = msgspec.convert(record, struct)
     except msgspec.ValidationError:
@@ -145,8 +144,8 @@ def expand_row(record: Mapping[str, Any], *, fixture: bool = False,
     if not fixture:
         seq0, time0 = row.seq, row.time
     data = row.data
-    columns = Rows([time0], [data.members], [data.dt])
-    for check in row_checks(tag):  # every rule holds: the first check broken wins
+    columns = Rows([time0], [data.members], [data.dt], typed=True)
+    for check in struct.checks:  # every rule holds: the first check broken wins
         if check.broken(columns) is not None:
             raise RowError(_message(check.expected, data.members))
     name = getattr(data, "name", None)

@@ -248,8 +248,10 @@ class Rows(NamedTuple):
     time0: Sequence[int]
     members: Sequence[Sequence[str]]
     dt: Sequence[Sequence[Any]]
-    # Set when every gap is known to be an integer in [0, gaps_within) (a decoder typed
-    # them so): a check may then prove a whole stretch of rows at once.
+    # What is known of every gap: it is a safe integer (`typed`: a decoder or conversion
+    # typed them so), or an integer in [0, gaps_within), which lets a check prove a
+    # whole stretch of rows at once.
+    typed: bool = False
     gaps_within: int | None = None
 
 
@@ -284,8 +286,9 @@ def _time_unsafe(rows: Rows) -> int | None:
             max(rows.time0) + max(map(len, rows.members)) * within <= MAX_SAFE_INTEGER):
         return None  # each time is in [time0, time0 + members * within): all are safe
     for i, (time0, dt) in enumerate(zip(rows.time0, rows.dt, strict=True)):
-        times = accumulate(takewhile(_is_safe_int, dt), initial=time0)
-        if not all(-MAX_SAFE_INTEGER <= t <= MAX_SAFE_INTEGER for t in times):
+        gaps = dt if rows.typed or within is not None else takewhile(_is_safe_int, dt)
+        times = list(accumulate(gaps, initial=time0))
+        if min(times) < -MAX_SAFE_INTEGER or max(times) > MAX_SAFE_INTEGER:
             return i
     return None
 
@@ -378,7 +381,8 @@ def row_fields(tag: str, *, fixture: bool = False, narrowed: tuple[tuple[str, An
 
 @cache
 def row_struct(tag: str, *, fixture: bool = False) -> type[Struct]:
-    """A `tag` row record, tagged by its `type` (see `row_fields`)."""
+    """A `tag` row record, tagged by its `type` (see `row_fields`); the class attribute
+    `checks` is `row_checks(tag)`."""
     return msgspec.defstruct(f"Row_{tag.replace('-', '_')}", row_fields(tag, fixture=fixture),
                              bases=(Plain,), tag_field="type", tag=tag,
-                             forbid_unknown_fields=True)
+                             forbid_unknown_fields=True, namespace={"checks": row_checks(tag)})
