@@ -416,6 +416,17 @@ def test_step_5_over_a_run_answers_as_event_by_event(
         outcome(one_by_one))
 
 
+@given(st.lists(st.one_of(st.integers(0, 6), st.sampled_from([1.0, 2.5, True, None, "2"])),
+                max_size=6))
+def test_step_1_over_a_run_answers_as_event_by_event(values: list[Any]) -> None:
+    """`first_misplaced` (what the fast reader calls for a stretch) finds the first value
+    `seq_is` (what `plan_event` calls) refuses."""
+    seqs = list(range(len(values)))
+    expected = next((i for i, (v, n) in enumerate(zip(values, seqs, strict=True))
+                     if not surface.seq_is(v, n)), None)
+    assert surface.first_misplaced(values, seqs) == expected
+
+
 # -- generated logs -----------------------------------------------------------------------
 
 BASES = ["chat", "long-compaction", "pruned-tool-results", "tools-parallel",
