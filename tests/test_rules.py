@@ -476,8 +476,9 @@ def _mutated_logs(draw: st.DrawFn) -> bytes:
             cut = draw(st.integers(0, len(line) - 1))
             lines[i:] = [line[:cut]]
         elif kind == "row":  # a packed row's members or gaps changed
-            lines[i] = line.replace(b'"dt":[', b'"dt":[0,', 1).replace(
-                b'"texts":[', b'"texts":["x",', 1)
+            gap = draw(st.sampled_from([b"0", b"-5", b"23.0", b"2147483648", b"1.5"]))
+            lines[i] = line.replace(b'"dt":[', b'"dt":[' + gap + b",", 1).replace(
+                b'"texts":[', b'"texts":["x",', 1).replace(b'"args":[', b'"args":["x",', 1)
         else:
             j = draw(st.integers(1, len(lines) - 1))
             lines[i], lines[j] = lines[j], lines[i]
