@@ -115,8 +115,8 @@ def _definition_facts(hidden: list[Any], kept: list[Any]) -> list[str]:
         score = weights[kind] * 0.5 if series else weights[kind] + 0.25 * math.log(n)
         mentions.append(Mention(text, kind, n, round(score, 3), series))
     mentions.sort(key=lambda m: (-m.score, _natural(m.text)))
-    kept_text = re.sub("|".join(f"(?:{p})" for p in rules.strip), " ",
-                       "\n".join(message_text(e) for e in kept))
+    kept_text = "\n".join(re.sub("|".join(f"(?:{p})" for p in rules.strip), " ",
+                                  message_text(e)) for e in kept)
     at_risk = [m.text for m in mentions if m.regex.search(kept_text) is None]
     return at_risk[: rules.max_mentions]
 
