@@ -17,7 +17,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import cached_property, lru_cache
-from itertools import repeat
 from typing import Any
 
 from .events import message_of
@@ -95,7 +94,7 @@ class MentionKind:
         if needles is None:
             return True
         within = folded() if self.ignore_case else text
-        return any(n in within for n in needles)
+        return any(map(within.__contains__, needles))
 
 
 @dataclass(frozen=True)
@@ -183,6 +182,11 @@ class FactRules:
             verdict = verdicts[(text, kind)] = any(
                 f.regex.fullmatch(text) for f in self.noise if not f.kinds or kind in f.kinds)
         return verdict
+
+    @cached_property
+    def weights(self) -> dict[str, float]:
+        """Each kind's weight, by name."""
+        return {k.name: k.weight for k in self.kinds}
 
     @cached_property
     def _noise_verdicts(self) -> dict[tuple[str, str], bool]:
@@ -368,75 +372,129 @@ def _raw_mentions(text: str, author: str, rules: FactRules) -> Raw:
     once per line and kind, and not at all when no line repeats. A `within_word` kind is
     matched word by word (`_WordMatches`); a kind whose `needs` the text lacks is not
     searched."""
-    text = rules.stripped(text)
-    repeated: set[str] = set()
-    if rules.repeated_line_min and len(text.splitlines()) >= rules.repeated_line_min:
-        # templating the whole text is templating each line: digits are never line breaks
-        # or blanks, so neither splitlines nor strip sees a difference
-        counts = Counter(line.strip() for line in _template(text).splitlines())
-        repeated = {t for t, n in counts.items() if n >= rules.repeated_line_min and t}
+    scan = _Scan(rules.stripped(text), rules.repeated_line_min)
     out: Raw = {}
-    words: Words | None = None  # the words of `text` as it is now, when counted
-    folded: str | None = None  # its `fold`, when made
-
-    def fold_text() -> str:
-        nonlocal folded
-        if folded is None:
-            folded = fold(text)
-        return folded
-
     for kind in rules.kinds:
         if kind.authors and author not in kind.authors:
             continue
         if kind.within_word:
-            if words is None:
-                words = _words(text, repeated)
-            blanks = rules.word_matches(kind).add(words, out)
+            blanks = rules.word_matches(kind).add(scan.words(), out, bool(scan.repeated))
             if blanks:
-                text = "".join([blanks.get(part, part) for part in _BLANKS.split(text)])
-                words = folded = None
-            continue
-        if not kind.may_match(text, fold_text):
-            continue
-        found: list[tuple[int, int]] = []
-        lines: dict[tuple[int, int], bool] = {}  # (start, end) of a line -> repeated
-        for match in kind.regex.finditer(text):
-            mention = _mention_of(match)
-            if not mention:
-                continue
-            from_repeated = False
-            if repeated:
-                start = text.rfind("\n", 0, match.start()) + 1
-                end = text.find("\n", match.end())
-                key = (start, end if end >= 0 else len(text))
-                flag = lines.get(key)
-                if flag is None:
-                    flag = lines[key] = _template(text[key[0] : key[1]].strip()) in repeated
-                from_repeated = flag
-            seen = (mention, kind.name, from_repeated)
-            out[seen] = out.get(seen, 0) + 1
-            found.append(match.span())
-        if kind.consume and found:
-            text = _blanked(text, found)
-            words = folded = None
+                scan.blank_words(blanks)
+        elif kind.may_match(scan.text_for(kind), scan.folded):
+            _search(kind, scan, out)
     return out
+
+
+def _search(kind: MentionKind, scan: _Scan, out: Raw) -> None:
+    """Count the matches of `kind` in the scanned text into `out`."""
+    text, repeated = scan.text(), scan.repeated
+    found: list[tuple[int, int]] = []
+    lines: dict[tuple[int, int], bool] = {}  # (start, end) of a line -> repeated
+    for match in kind.regex.finditer(text):
+        mention = _mention_of(match)
+        if not mention:
+            continue
+        from_repeated = False
+        if repeated:
+            start = text.rfind("\n", 0, match.start()) + 1
+            end = text.find("\n", match.end())
+            key = (start, end if end >= 0 else len(text))
+            flag = lines.get(key)
+            if flag is None:
+                flag = lines[key] = _template(text[key[0] : key[1]].strip()) in repeated
+            from_repeated = flag
+        seen = (mention, kind.name, from_repeated)
+        out[seen] = out.get(seen, 0) + 1
+        found.append(match.span())
+    if kind.consume and found:
+        scan.blank_spans(found)
+
+
+class _Scan:
+    """One text as the kinds see it in turn: the earlier consuming kinds' matches blanked.
+    Blanks of words are kept as words until a kind needs the text itself."""
+
+    def __init__(self, text: str, repeated_line_min: int) -> None:
+        self._text = text
+        self.repeated: set[str] = set()
+        if repeated_line_min and len(text.splitlines()) >= repeated_line_min:
+            # templating the whole text is templating each line: digits are never line
+            # breaks or blanks, so neither splitlines nor strip sees a difference
+            counts = Counter(line.strip() for line in _template(text).splitlines())
+            self.repeated = {t for t, n in counts.items() if n >= repeated_line_min and t}
+        self._words: Words | None = None  # the words as they are now, when counted
+        self._folded: str | None = None  # the `fold` of the text, when made
+        self._pending: list[dict[str, str]] = []  # word blanks not yet in `_text`
+
+    def text(self) -> str:
+        """The text as it is now."""
+        if self._pending:
+            for blanks in self._pending:
+                self._text = "".join([blanks.get(p, p) for p in _BLANKS.split(self._text)])
+            self._pending.clear()
+            self._folded = None
+        return self._text
+
+    def text_for(self, kind: MentionKind) -> str:
+        """What `kind.may_match` may look at: the text before pending word blanks when
+        no need holds a space (blanking only turns characters into spaces), else the
+        text."""
+        if self._pending and any(" " in n for n in kind.needs):
+            return self.text()
+        return self._text
+
+    def folded(self) -> str:
+        """`fold` of the text `text_for` gave."""
+        if self._folded is None:
+            self._folded = fold(self._text)
+        return self._folded
+
+    def words(self) -> Words:
+        if self._words is None:
+            self._words = _words(self.text(), self.repeated)
+        return self._words
+
+    def blank_words(self, blanks: dict[str, str]) -> None:
+        """Blank these words (word -> the word with its matches blanked)."""
+        self._pending.append(blanks)
+        if self.repeated or self._words is None:
+            self._words = None  # a line's blanks may change its template: count anew
+            return
+        words: Words = Counter()  # in order of first occurrence, as argued in _WordMatches
+        for word, n in self._words.items():
+            blanked = blanks.get(word)
+            if blanked is None:
+                words[word] += n
+            else:
+                for part in blanked.split():
+                    words[part] += n
+        self._words = words
+
+    def blank_spans(self, spans: list[tuple[int, int]]) -> None:
+        self._text = _blanked(self.text(), spans)
+        self._words = self._folded = None
 
 
 _BLANKS = re.compile(r"(\s+)")  # splits a text into words and the blanks between them
 
-Words = Counter[tuple[str, bool]]  # (word, on a repeated line) -> count, in text order
+# A text's words, counted in order of first occurrence; a word on a repeated line is
+# counted apart, marked by a line feed after it (no word holds one).
+Words = Counter[str]
+_MARK = "\n"
 
 
 def _words(text: str, repeated: set[str]) -> Words:
-    """The words of `text`, each with whether its line (as `_raw_mentions` finds a
-    match's line: between line feeds) is one of the `repeated` lines, counted in order of
-    first occurrence."""
+    """The words of `text`; those on a `repeated` line (as `_search` finds a match's
+    line: between line feeds, templated) marked."""
     if not repeated:
-        return Counter(zip(text.split(), repeat(False)))
-    words: Words = Counter()
-    for line in text.split("\n"):
-        words.update(zip(line.split(), repeat(_template(line.strip()) in repeated)))
-    return words
+        return Counter(text.split())
+    keys: list[str] = []
+    # the template of each line is that line of the text's template (see `_Scan`)
+    for line, template in zip(text.split("\n"), _template(text).split("\n"), strict=True):
+        keys += [w + _MARK for w in line.split()] if template.strip() in repeated \
+            else line.split()
+    return Counter(keys)
 
 
 def _mention_of(match: re.Match[str]) -> str:
@@ -464,34 +522,36 @@ class _WordMatches:
 
     A text's matches are its words' matches in text order, and the first occurrence of a
     mention is in the first word (in order of first occurrence) whose matches hold it, so
-    going through the distinct (word, on a repeated line) pairs in that order, each
+    going through the distinct words in that order (those on a repeated line apart), each
     counted as often as it occurs, gives the same mentions, flags, counts and order as
     matching the text."""
 
     def __init__(self, kind: MentionKind) -> None:
         self.kind = kind
         self.known: dict[str, tuple[tuple[str, ...], str]] = {}  # word -> mentions, blanked
-        self.hits: set[str] = set()  # the known words with a match
+        self.hits: set[str] = set()  # the known words with a match, marked and not
 
-    def add(self, words: Words, out: Raw) -> dict[str, str]:
-        """Count the mentions in `words` (a text's words, see `_words`) into `out`;
-        return how a consuming kind blanks the words it matched."""
+    def add(self, words: Words, out: Raw, marked: bool) -> dict[str, str]:
+        """Count the mentions in `words` (see `_words`; `marked` when some may be) into
+        `out`; return how a consuming kind blanks the words it matched."""
         known = self.known
-        new = {word for word, _ in words if word not in known}
+        plain = {w.rstrip(_MARK) for w in words} if marked else words
+        new = [w for w in plain if w not in known]
         if new:
             if len(known) + len(new) > _WORD_MEMO:
                 known.clear()
                 self.hits.clear()
-                new = {word for word, _ in words}
+                new = list(plain)
             for word in new:
                 self._match(word)
         hits = self.hits
         blanks: dict[str, str] = {}
         name = self.kind.name
-        for key in [key for key in words if key[0] in hits]:
-            word, on_repeated = key
+        for key in [key for key in words if key in hits]:
+            word = key.rstrip(_MARK) if marked else key
             mentions, blanked = known[word]
             n = words[key]
+            on_repeated = word != key
             for mention in mentions:
                 seen = (mention, name, on_repeated)
                 out[seen] = out.get(seen, 0) + n
@@ -508,55 +568,92 @@ class _WordMatches:
                 spans.append(match.span())
         self.known[word] = (tuple(mentions), _blanked(word, spans))
         if mentions:
-            self.hits.add(word)
+            self.hits.update((word, word + _MARK))
 
 
 # Characters that match an ASCII letter under re.IGNORECASE but do not lower() to it.
-_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+_UNLOWERED = "\u0130\u0131\u017f\u212a"
+_FOLD = str.maketrans(dict(zip(_UNLOWERED, "iisk", strict=True)))
 
 
 def fold(text: str) -> str:
     """`text` lowered so that whatever an ASCII string matches in it case-insensitively
     (`re.IGNORECASE`) occurs in it lowered: the cheap test before a search."""
-    return text.lower() if text.isascii() else text.translate(_FOLD).lower()
+    if text.isascii() or not any(c in text for c in _UNLOWERED):
+        return text.lower()
+    return text.translate(_FOLD).lower()
+
+
+def _collapsed(raw: Raw) -> Raw:
+    """`raw` with each mention from a repeated line that has digits counted as its
+    template (`module_#.o`), a series: what `_finish` ranks (and what an audit's memo
+    keeps of a text, since collapsing texts one by one and adding them up is collapsing
+    their sum, in the same order)."""
+    if not any(from_repeated for _, _, from_repeated in raw):
+        return raw
+    out: Raw = {}
+    for (mention, kind, from_repeated), n in raw.items():
+        series = from_repeated and _mention_template(mention) != mention  # has digits
+        key = (_mention_template(mention) if series else mention, kind, series)
+        out[key] = out.get(key, 0) + n
+    return out
+
+
+# (order, natural key of the text, text, kind, count, series, score); order is -score
+# when the rules rank, else 0
+Ranked = tuple[float, list[Any], str, str, int, bool, float]
 
 
 def _finish(raw: Raw, rules: FactRules, ignore: set[str] | frozenset[str]) -> list[Mention]:
-    weights = {k.name: k.weight for k in rules.kinds}
-    counts: Counter[tuple[str, str, bool]] = Counter()
-    for (mention, kind, from_repeated), n in raw.items():
-        series = from_repeated and _mention_template(mention) != mention  # has digits
-        counts[(_mention_template(mention) if series else mention, kind, series)] += n
+    """The mentions of `raw` (collapsed or not), noise removed, best first."""
+    return [Mention(text, kind, n, score, series)
+            for _, _, text, kind, n, series, score in _ranked(_collapsed(raw), rules, ignore)]
+
+
+def _ranked(counts: Raw, rules: FactRules, ignore: set[str] | frozenset[str]
+            ) -> list[Ranked]:
+    """`_finish` of collapsed counts, as sortable tuples: families of `series_min`
+    members collapsed, noise and `ignore` removed, scored and ordered."""
+    weights = rules.weights
     if rules.series_min:  # name_1, name_2, ... name_40: one mention
         families: dict[tuple[str, str], list[tuple[str, str, bool]]] = {}
         for key in counts:
-            if not key[2] and _mention_template(key[0]) != key[0]:
-                families.setdefault((_mention_template(key[0]), key[1]), []).append(key)
-        for (template, kind), members in families.items():
-            if len(members) >= rules.series_min:
+            if not key[2]:
+                template = _mention_template(key[0])
+                if template != key[0]:
+                    families.setdefault((template, key[1]), []).append(key)
+        big = [(t, m) for t, m in families.items() if len(m) >= rules.series_min]
+        if big:
+            counts = dict(counts)
+            for (template, kind), members in big:
                 total = sum(counts.pop(m) for m in members)
-                counts[(template, kind, True)] += total
-    out = []
+                key = (template, kind, True)
+                counts[key] = counts.get(key, 0) + total
+    out: list[Ranked] = []
     for (text, kind, series), n in counts.items():
         if text in ignore or rules.is_noise(text, kind):
             continue
         # a family counts once, at half weight; a repeated name gains a little
-        score = weights.get(kind, 1.0) * 0.5 if series else \
-            weights.get(kind, 1.0) + 0.25 * math.log(n)
-        out.append(Mention(text, kind, n, round(score, 3), series))
-    return _order(out, rules)
+        weight = weights.get(kind, 1.0)
+        score = round(weight * 0.5 if series else weight + 0.25 * math.log(n), 3)
+        out.append((-score if rules.ranked else 0.0, _natural(text), text, kind, n, series,
+                    score))
+    out.sort(key=_rank_key)
+    return out
 
 
-def _order(mentions: list[Mention], rules: FactRules) -> list[Mention]:
-    if rules.ranked:
-        return sorted(mentions, key=lambda m: (-m.score, _natural(m.text)))
-    return sorted(mentions, key=lambda m: _natural(m.text))
+def _rank_key(item: Ranked) -> tuple[float, list[Any]]:
+    return item[0], item[1]
 
 
+@lru_cache(maxsize=1 << 16)
 def _natural(text: str) -> list[Any]:
-    """Sort key that puts handler_2 before handler_10."""
-    return [(0, int(part), "") if part.isdigit() else (1, 0, part)
-            for part in re.split(r"(\d+)", text)]
+    """Sort key that puts handler_2 before handler_10 (remembered: mentions recur)."""
+    return [(0, int(part), "") if part.isdecimal() else (1, 0, part)
+            for part in _DIGIT_RUNS.split(text)]
+
+
+_DIGIT_RUNS = re.compile(r"(\d+)")
 
 
 def tool_names(events: Iterable[Mapping[str, Any]]) -> set[str]:
@@ -597,7 +694,7 @@ def texts_at_risk(hidden: Iterable[tuple[str, str]], kept: Sequence[str] | KeptT
     for text, author in hidden:
         found = memo.get((text, author)) if memo is not None else None
         if found is None:
-            found = _raw_mentions(text, author, rules)
+            found = _collapsed(_raw_mentions(text, author, rules))
             if memo is not None:
                 memo[(text, author)] = found
         if not raw:
@@ -605,13 +702,20 @@ def texts_at_risk(hidden: Iterable[tuple[str, str]], kept: Sequence[str] | KeptT
             continue
         for key, n in found.items():
             raw[key] = raw.get(key, 0) + n
-    mentions = _finish(raw, rules, ignore if isinstance(ignore, set | frozenset)
-                       else set(ignore))
-    if not mentions:
+    ranked = _ranked(raw, rules, ignore if isinstance(ignore, set | frozenset)
+                     else set(ignore))
+    if not ranked:
         return []
     shown = kept if isinstance(kept, KeptText) else KeptText.of(kept, rules)
-    at_risk = [m for m in mentions if not shown.shows(m)]
-    return at_risk[: rules.max_mentions] if rules.max_mentions is not None else at_risk
+    limit = len(ranked) if rules.max_mentions is None else rules.max_mentions
+    at_risk: list[Mention] = []
+    for _, _, text, kind, n, series, score in ranked:
+        if len(at_risk) >= limit:
+            break
+        mention = Mention(text, kind, n, score, series)
+        if not shown.shows(mention):
+            at_risk.append(mention)
+    return at_risk
 
 
 @dataclass(frozen=True)
@@ -629,37 +733,39 @@ class KeptText:
         return cls("\n".join(stripped), "\n".join(map(fold, stripped)))
 
     @cached_property
-    def _ascii(self) -> bool:
-        return self.text.isascii()
+    def _aligned(self) -> bool:
+        """Whether each character of `text` folds to one character (so `folded` has each
+        at the same place): no character folds to none."""
+        return len(self.folded) == len(self.text)
 
     def shows(self, mention: Mention) -> bool:
         """Whether the mention (or, for a template, a member) occurs in the kept text.
 
-        An ASCII mention's matches are in `folded` lowered, so one that is not there is
-        not kept; in ASCII text they are exactly its occurrences there whose neighbours
-        are not word characters (when the mention starts and ends with one, as
-        `Mention.regex` requires), which are checked without the regex."""
+        An ASCII mention matches where its lowered text is in `folded` (`fold` lowers
+        exactly the characters re.IGNORECASE matches to ASCII ones), with neighbours
+        that are not word characters when it starts and ends with one (as
+        `Mention.regex` requires): that is checked without the regex."""
         if mention.series or not mention.text.isascii():
             return mention.regex.search(self.text) is not None
         needle = mention.text.lower()
         at = self.folded.find(needle)
         if at < 0:
             return False
-        if not self._ascii:
+        if not self._aligned:
             return mention.regex.search(self.text) is not None
         if not (needle[:1].isalnum() and needle[-1:].isalnum()):
             return True
-        text, after = self.folded, len(needle)
+        text, after = self.text, len(needle)
         while at >= 0:
             if not (at and _is_word(text[at - 1])) and not (
                     at + after < len(text) and _is_word(text[at + after])):
                 return True
-            at = text.find(needle, at + 1)
+            at = self.folded.find(needle, at + 1)
         return False
 
 
 def _is_word(char: str) -> bool:
-    """Whether an ASCII character is one `\\w` matches."""
+    """Whether `\\w` matches this character."""
     return char.isalnum() or char == "_"
 
 

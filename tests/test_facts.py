@@ -225,12 +225,21 @@ class TestSpeedUpsChangeNothing:
         shown = facts.KeptText.of(kept, DEFAULT_RULES)
         assert shown.shows(mention) == (mention.regex.search(shown.text) is not None)
 
-    def test_fold_lowers_every_character_an_ascii_one_matches_ignoring_case(self) -> None:
-        every = "".join(map(chr, range(0x110000))).replace("\ud800", "")
-        every = "".join(c for c in every if not 0xD800 <= ord(c) <= 0xDFFF)
+    def test_fold_lowers_to_an_ascii_character_exactly_what_matches_it_ignoring_case(
+            self) -> None:
+        every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
         for ascii_char in map(chr, range(128)):
             for found in re.finditer(re.escape(ascii_char), every, re.I):
                 assert facts.fold(found.group()) == ascii_char.lower(), hex(ord(found.group()))
+        for char in every:
+            folded = facts.fold(char)
+            assert len(folded) >= 1
+            if len(folded) == 1 and folded.isascii():
+                assert re.fullmatch(re.escape(folded), char, re.I), hex(ord(char))
+
+    def test_word_characters_are_what_backslash_w_matches(self) -> None:
+        every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+        assert "".join(re.findall(r"\w", every)) == "".join(filter(facts._is_word, every))
 
     def test_a_word_memo_past_its_bound_starts_again_and_still_answers(
             self, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -242,3 +251,8 @@ class TestSpeedUpsChangeNothing:
         monkeypatch.setattr(facts, "_WORD_MEMO", 100)
         assert facts._raw_mentions(text, "assistant", rules) == before
         assert len(matcher.known) <= 700
+
+    def test_a_mention_with_a_superscript_digit_is_ranked(self) -> None:
+        """A digit that is not a decimal one ("²") sorts as text (it once failed int())."""
+        assert [m.text for m in find_mentions("see a/1² and a/2", author="assistant")] == [
+            "a/1²", "a/2"]
