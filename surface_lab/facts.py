@@ -197,8 +197,21 @@ class FactRules:
         return re.compile("|".join(f"(?:{p})" for p in self.strip)) if self.strip else None
 
     def stripped(self, text: str) -> str:
-        """`text` with the `strip` patterns blanked."""
-        return text if self.strip_regex is None else self.strip_regex.sub(" ", text)
+        """`text` with the `strip` patterns blanked (remembered for the kept side of the
+        replaces that follow; at most 2**16 texts are kept)."""
+        if self.strip_regex is None:
+            return text
+        done = self._stripped
+        out = done.get(text)
+        if out is None:
+            if len(done) >= 1 << 16:
+                done.clear()
+            out = done[text] = self.strip_regex.sub(" ", text)
+        return out
+
+    @cached_property
+    def _stripped(self) -> dict[str, str]:
+        return {}
 
     def word_matches(self, kind: MentionKind) -> _WordMatches:
         """The word-by-word matcher of a `within_word` kind of these rules."""
@@ -535,19 +548,19 @@ class _WordMatches:
         """Count the mentions in `words` (see `_words`; `marked` when some may be) into
         `out`; return how a consuming kind blanks the words it matched."""
         known = self.known
-        plain = {w.rstrip(_MARK) for w in words} if marked else words
-        new = [w for w in plain if w not in known]
+        plain = {w.rstrip(_MARK) for w in words} if marked else set(words)
+        new = plain.difference(known)
         if new:
             if len(known) + len(new) > _WORD_MEMO:
                 known.clear()
                 self.hits.clear()
-                new = list(plain)
+                new = plain
             for word in new:
                 self._match(word)
         hits = self.hits
         blanks: dict[str, str] = {}
         name = self.kind.name
-        for key in [key for key in words if key in hits]:
+        for key in list(filter(hits.__contains__, words)):
             word = key.rstrip(_MARK) if marked else key
             mentions, blanked = known[word]
             n = words[key]
