@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -470,6 +471,24 @@ class TestAuditCommand:
         assert main(["audit", str(path), "--out", str(tmp_path / "out"),
                      "--no-progress"]) == 0
         assert (tmp_path / "out" / "m-audit.html").exists()
+
+    def test_a_compaction_id_with_a_line_break_stays_on_its_row(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        def renamed(value: Any) -> Any:
+            if isinstance(value, Mapping):
+                return {k: "two\nlines" if k == "compactionId" else renamed(v)
+                        for k, v in value.items()}
+            return [renamed(v) for v in value] if isinstance(value, list) else value
+
+        reading = read_log(SAMPLES / "long-compaction.jsonl")
+        path = _write_log([renamed(dict(e)) for e in reading.events], dict(reading.header),
+                          tmp_path / "n.jsonl")
+        assert main(["audit", str(path), "--out", str(tmp_path / "out"),
+                     "--no-progress"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        rows = [line for line in lines if "two" in line]
+        assert rows and all("two\\nlines" in line for line in rows)
+        assert not any(line.startswith("lines") for line in lines)
 
     def test_a_folder_without_logs_is_one_line_and_exit_1(
             self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

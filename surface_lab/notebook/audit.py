@@ -166,10 +166,11 @@ def replay_differences(log: LogData, audit: pd.DataFrame) -> list[dict[str, Any]
     return out
 
 
-def _summary_table(audit: pd.DataFrame) -> str:
-    """The audit as a plain-text table (what `surface-lab audit` prints)."""
+def _summary_rows(audit: pd.DataFrame) -> list[str]:
+    """The audit as a plain-text table, one string a row (what `surface-lab audit` prints,
+    each row on one line: a cell may hold a line break from the log)."""
     if not len(audit):
-        return NO_REPLACES
+        return [NO_REPLACES]
     header = (f"{'seq':>6} {'kind':<10} {'id':<12} {'hid':>4} {'moved':>5} {'tokens':>15} "
               f"{'at risk':>7} {'redone':>6}  replays")
     rows = [header, "-" * len(header)]
@@ -179,7 +180,7 @@ def _summary_table(audit: pd.DataFrame) -> str:
                     f"{len(row['removed_seqs']):>4} {len(row['restored_seqs']):>5} "
                     f"{tokens:>15} {row['n_at_risk']:>7} {row.get('lost_evidence', 0):>6}  "
                     f"{_replays(row)}")
-    return "\n".join(rows)
+    return rows
 
 
 NO_REPLACES = "no replaces: nothing in this log was compacted, pruned or rolled back"
@@ -209,7 +210,8 @@ def audit_report(source: Any, out_dir: str | Path, *, name: str | None = None,
         progress: progress bars for the steps that take over a second.
 
     Returns:
-        `{"audit": frame, "failed": [...], "replay": [...], "summary": text, "png": path,
+        `{"audit": frame, "failed": [...], "replay": [...], "summary": text,
+        "summary_rows": [row, ...], "png": path,
         "html": path, "log": LogData}`.
     """
     log = load_source(source, progress=progress)
@@ -225,15 +227,15 @@ def audit_report(source: Any, out_dir: str | Path, *, name: str | None = None,
         bar.update(1)
         sizes = figure_png(plot_surface_size, log, size=(12, 3.2))
         bar.update(1)
-        summary = _summary_table(audit)
+        summary = _summary_rows(audit)
         page = _report_html(log, audit, failed, replay, swimlane, sizes, notes)
         bar.update(1)
     png = out / f"{stem}-swimlane.png"
     html_path = out / f"{stem}-audit.html"
     _write_new(png, swimlane)
     _write_new(html_path, page.encode("utf-8"))
-    return {"audit": audit, "failed": failed, "replay": replay, "summary": summary,
-            "png": png, "html": html_path, "log": log}
+    return {"audit": audit, "failed": failed, "replay": replay, "summary": "\n".join(summary),
+            "summary_rows": summary, "png": png, "html": html_path, "log": log}
 
 
 def _write_new(path: Path, data: bytes) -> None:
