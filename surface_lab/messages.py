@@ -12,6 +12,7 @@ from .surface import fold_surface
 
 __all__ = [
     "DerivedMessages",
+    "called_tools",
     "derive_messages",
     "estimate_tokens",
     "message_text",
@@ -98,6 +99,14 @@ def message_text(event: Mapping[str, Any]) -> str:
     if not isinstance(content, list):
         return ""
     return "\n".join(_block_text(b) for b in content if isinstance(b, _MAPPINGS))
+
+
+def called_tools(content: Any) -> list[str]:
+    """The names of the tools an assistant message's `content` calls, in order."""
+    if not isinstance(content, list):
+        return []
+    return [str(b.get("name")) for b in content
+            if isinstance(b, _MAPPINGS) and b.get("type") == "tool-call"]
 
 
 def estimate_tokens(event: Mapping[str, Any]) -> int:
