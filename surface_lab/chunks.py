@@ -4,20 +4,31 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from itertools import pairwise
+from itertools import accumulate, pairwise
 from typing import Any
 
+import msgspec
+from msgspec import UNSET
+
 from .events import ROW_TAGS, Event
-from .jsonvalue import MAX_SAFE_INTEGER, FrozenDict, as_int
+from .jsonvalue import FrozenDict, as_int
+from .schema import (
+    MAX_ROW_MEMBERS,
+    ROW_ENVELOPE_RULES,
+    ROW_MEMBERS,
+    ROW_POSITION,
+    ROW_RULES,
+    RowCheck,
+    Rows,
+    Rule,
+    convert,
+    row_struct,
+)
 
 __all__ = ["MAX_ROW_MEMBERS", "MIN_PACKED_RUN", "RowError", "expand_row", "member_chunk",
            "pack_records"]
 
 MIN_PACKED_RUN = 3
-# Readers refuse a packed row of more members, before expanding it: a member costs ~5 bytes
-# on disk and ~600 in memory, so this bounds what one line can expand to. Writers split
-# longer runs. (The longest row in the real dsh logs has 29 members.)
-MAX_ROW_MEMBERS = 100_000
 
 _DELTA_OF_TAG = {
     "text-chunks": "text-delta",
@@ -108,66 +119,110 @@ def pack_records(events: Sequence[Event]) -> Iterator[Mapping[str, Any]]:
 
 def expand_row(record: Mapping[str, Any], *, fixture: bool = False,
                seq0: int = 0, time0: int = 0) -> list[FrozenDict]:
-    """The logical `assistant/chunk` events of one packed row.
+    """The logical `assistant/chunk` events of one packed row, checked by the row rules
+    of `schema` (integral floats count as integers, as everywhere in SPEC 1).
 
     Args:
         record: the row, with `seq0` and `time0` (or without both, in fixture form).
         fixture: the row is in snapshot-fixture form; `seq0`/`time0` give its position.
 
     Raises:
-        RowError: when the row fails validation.
+        RowError: when the row fails validation, with the message of the first rule broken.
     """
     tag = record.get("type")
     if not isinstance(tag, str) or tag not in ROW_TAGS:
         raise RowError(f"{tag!r} is not a packed row type")
-    expected = {"type", "data"} if fixture else {"type", "seq0", "time0", "data"}
-    if record.keys() != expected:
-        raise RowError(f"a packed row has exactly the keys {sorted(expected)}, "
-                       f"got {sorted(record.keys())}")
+    struct: Any = row_struct(tag, fixture=fixture)
+    try:  # the usual case: a row every rule's type takes
+        row: Any = msgspec.convert(record, struct)
+    except msgspec.ValidationError:
+        record = _integral(record)
+        try:
+            row = msgspec.convert(record, struct)
+        except msgspec.ValidationError as err:
+            raise RowError(_row_problem(tag, record, fixture, time0) or str(err)) from None
     if not fixture:
-        s0, t0 = as_int(record["seq0"]), as_int(record["time0"])
-        if s0 is None or s0 < 0 or t0 is None:
-            raise RowError("seq0 and time0 must be safe integers")
-        seq0, time0 = s0, t0
+        seq0, time0 = row.seq, row.time
+    data = row.data
+    columns = Rows([time0], [data.members], [data.dt], typed=True)
+    for check in struct.checks:  # every rule holds: the first check broken wins
+        if check.broken(columns) is not None:
+            raise RowError(_message(check.expected, data.members))
+    name = getattr(data, "name", None)
+    call_id, name = getattr(data, "id", None), None if name is UNSET else name
+    times = accumulate(data.dt, initial=time0)
+    return [FrozenDict({
+        "type": "assistant/chunk", "seq": seq0 + k, "time": time,
+        "data": FrozenDict({"turn": data.turn, "step": data.step, "chunk": FrozenDict(
+            member_chunk(tag, data.index, item, call_id, name))}),
+    }) for k, (item, time) in enumerate(zip(data.members, times, strict=True))]
+
+
+def _integral(record: Mapping[str, Any]) -> dict[str, Any]:
+    """`record` with each integral float (in it, its data and its dt) as an int."""
+    out = {k: _as_int_or_same(v) for k, v in record.items()}
+    data = out.get("data")
+    if isinstance(data, Mapping):
+        out["data"] = data = {k: _as_int_or_same(v) for k, v in data.items()}
+        if isinstance(data.get("dt"), list):
+            data["dt"] = [_as_int_or_same(v) for v in data["dt"]]
+    return out
+
+
+def _as_int_or_same(value: Any) -> Any:
+    n = as_int(value) if type(value) is float else None
+    return value if n is None else n
+
+
+def _row_problem(tag: str, record: Mapping[str, Any], fixture: bool, time0: int) -> str | None:
+    """The message of the first row rule `record` breaks, walking them in their order
+    (`time0` is the row's in the fixture form)."""
+    envelope = [r for r in ROW_ENVELOPE_RULES if not (fixture and r.field in ROW_POSITION)]
+    problem = (_keys_problem("a packed row", record, {"type", *(r.field for r in envelope)})
+               or _rule_problem(envelope, record, None))
+    if problem:
+        return problem
     data = record["data"]
-    if not isinstance(data, Mapping):
-        raise RowError("row data must be an object")
-    is_tool = tag == "tool-call-chunks"
-    items_key = "args" if is_tool else "texts"
-    want = {"turn", "step", "index", "dt", items_key} | ({"id"} if is_tool else set())
-    if not (data.keys() == want or (is_tool and data.keys() == want | {"name"})):
-        raise RowError(f"{tag} data has exactly the keys {sorted(want)}"
-                       f"{' (and name)' if is_tool else ''}, got {sorted(data.keys())}")
-    turn, step, index = (as_int(data[k]) for k in ("turn", "step", "index"))
-    if turn is None or step is None or index is None:
-        raise RowError("turn, step and index must be integers")
-    items, dt = data[items_key], data["dt"]
-    if isinstance(items, list) and len(items) > MAX_ROW_MEMBERS:  # before any expansion
-        raise RowError(f"a packed row has {len(items)} members, more than the limit of "
-                       f"{MAX_ROW_MEMBERS}")
-    if not isinstance(items, list) or not items or not all(isinstance(x, str) for x in items):
-        raise RowError(f"{items_key} must be a non-empty list of strings")
-    if not isinstance(dt, list) or len(dt) != len(items) - 1:
-        raise RowError(f"dt must list the {len(items) - 1} gaps between {len(items)} members")
-    if is_tool and not (isinstance(data["id"], str)
-                        and ("name" not in data or isinstance(data["name"], str))):
-        raise RowError("id and name must be strings")
-    times = [time0]
-    for gap in dt:
-        g = as_int(gap)
-        if g is None:
-            raise RowError(f"dt holds {gap!r}, not an integer")
-        times.append(times[-1] + g)
-        if abs(times[-1]) > MAX_SAFE_INTEGER:
-            raise RowError("a member time is not a safe integer")
-    events = []
-    for k, item in enumerate(items):
-        chunk = member_chunk(tag, index, item, data.get("id"), data.get("name"))
-        events.append(FrozenDict({
-            "type": "assistant/chunk", "seq": seq0 + k, "time": times[k],
-            "data": FrozenDict({"turn": turn, "step": step, "chunk": FrozenDict(chunk)}),
-        }))
-    return events
+    rules = ROW_RULES[tag]
+    fields = [r for r in rules if isinstance(r, Rule)]
+    problem = _keys_problem(f"{tag} data", data, {r.field for r in fields if r.required},
+                            {r.field for r in fields if not r.required})
+    if problem:
+        return problem
+    time0, members = record.get("time0", time0), data[ROW_MEMBERS[tag]]
+    for rule in rules:
+        if isinstance(rule, RowCheck):
+            if rule.broken(Rows([time0], [members], [data["dt"]])) is not None:
+                return _message(rule.expected, members)
+        elif (problem := _rule_problem([rule], data, members)):
+            return problem
+    return None
+
+
+def _keys_problem(what: str, record: Mapping[str, Any], required: set[str],
+                  optional: set[str] | frozenset[str] = frozenset()) -> str | None:
+    keys = record.keys()
+    if required <= keys <= required | optional:
+        return None
+    also = f" (and {', '.join(sorted(optional))})" if optional else ""
+    return f"{what} has exactly the keys {sorted(required)}{also}, got {sorted(keys)}"
+
+
+def _rule_problem(rules: list[Rule], record: Mapping[str, Any], members: Any) -> str | None:
+    """The message of the first of `rules` a present field of `record` breaks."""
+    for rule in rules:
+        if rule.field in record and not convert(record[rule.field], rule.type(Any)):
+            bad = None
+            if "{bad" in rule.expected:  # the first item of the list the type refuses
+                bad = next(x for x in record[rule.field] if not convert([x], rule.type(Any)))
+            return _message(rule.expected, members, bad=bad)
+    return None
+
+
+def _message(expected: str, members: Any, bad: Any = None) -> str:
+    """A row rule's message (see `schema`), for a row whose members are `members`."""
+    count = len(members) if isinstance(members, list) else 0
+    return expected.format(members=count, gaps=count - 1, bad=bad)
 
 
 def member_chunk(tag: str, index: int, item: str, call_id: str | None = None,

@@ -494,8 +494,8 @@ def _report_audit(out: str, done: list[tuple[str, Any]], alone: bool) -> int:
         mismatched = int(audit["recorded_matches"].fillna(True).eq(False).sum())
         bad += mismatched
         if alone:
-            for line in result["summary"].split("\n"):
-                _out(line)
+            for row in result["summary_rows"]:
+                _out(row)
             for failed in result["failed"]:
                 _out(f"failed compaction {failed['compaction_id']} at seq {failed['seq']}: "
                      f"{failed['error']}")

@@ -28,6 +28,7 @@ __all__ = [
     "freeze_event",
     "mapping_at",
     "message_of",
+    "normalise_op",
 ]
 
 SESSION_FORMAT_VERSION = 0
@@ -116,7 +117,8 @@ def fail(code: str, event: Any, message: str) -> NoReturn:
     )
 
 
-def _normalise_op(op: Any) -> Any:
+def normalise_op(op: Any) -> Any:
+    """A replace op with integral-float ends as ints (anything else as it is)."""
     if isinstance(op, Mapping) and "start" in op and "end" in op:
         start, end = as_int(op["start"]), as_int(op["end"])
         if start is not None and end is not None:
@@ -151,7 +153,7 @@ def freeze_event(raw: Any) -> FrozenDict:
     if isinstance(sources, list):
         ordered["sourceEventSeqs"] = [n if (n := as_int(v)) is not None else v for v in sources]
     if "surfaceOp" in ordered:
-        ordered["surfaceOp"] = _normalise_op(ordered["surfaceOp"])
+        ordered["surfaceOp"] = normalise_op(ordered["surfaceOp"])
     try:
         frozen: FrozenDict = freeze(ordered, "event")
     except NotJsonError as err:

@@ -17,7 +17,7 @@ import msgspec
 from msgspec import UNSET
 
 from .events import Event, message_of
-from .facts import DEFAULT_RULES, author_of, find_mentions
+from .facts import DEFAULT_RULES, author_from, author_of, find_mentions
 from .gcpause import gc_paused
 from .messages import Block, blocks_text, message_text
 from .reading.lines import TYPE_NAMES
@@ -187,8 +187,8 @@ def _known_entry(kind: str, text: str, appended: bool, source: Any) -> _Entry | 
         if call_id is None:
             return None
         answers = str(call_id)
-    asks = kind == "context/message" or (kind == "user/message" and author_of(
-        {"type": kind, "data": {"source": source}}) == "user")
+    asks = kind in ("user/message", "context/message") and author_from(kind, source) in (
+        "user", "context")
     return _Entry(kind, text, None, (), answers, asks)
 
 
@@ -265,9 +265,8 @@ def _typed_entry(line: _Line | _BareLine, text: str | None, appended: bool) -> _
         if call_id is None:
             call_id = blocks[0].toolCallId if blocks else None
         answers = str(call_id)
-    asks = kind == "context/message" or (kind == "user/message" and author_of(
-        {"type": kind, "data": None if message is None else {"source": message.source}}
-    ) == "user")
+    asks = kind in ("user/message", "context/message") and author_from(
+        kind, message.source if message is not None else None) in ("user", "context")
     if text is None:  # then the line is a full one
         text = blocks_text(cast(list[Block] | None, blocks))
     return _Entry(kind, text, turn, acts, answers, asks)

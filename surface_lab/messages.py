@@ -15,7 +15,9 @@ from .surface import fold_surface
 __all__ = [
     "Block",
     "DerivedMessages",
+    "blocks_called_tools",
     "blocks_text",
+    "called_tools",
     "derive_messages",
     "estimate_tokens",
     "message_text",
@@ -104,6 +106,14 @@ def message_text(event: Mapping[str, Any]) -> str:
     return "\n".join(_block_text(b) for b in content if isinstance(b, _MAPPINGS))
 
 
+def called_tools(content: Any) -> list[str]:
+    """The names of the tools an assistant message's `content` calls, in order."""
+    if not isinstance(content, list):
+        return []
+    return [str(b.get("name")) for b in content
+            if isinstance(b, _MAPPINGS) and b.get("type") == "tool-call"]
+
+
 class Block(msgspec.Struct, gc=False):
     """A content block decoded with a type, for walks over many messages: the fields
     `message_text` and the evidence walk read (an absent `text` is UNSET, any other
@@ -134,6 +144,12 @@ def blocks_text(blocks: list[Block] | None) -> str:
     """`message_text` of a message whose content decoded as `list[Block]` (None when it
     was absent or null): the same rule, over typed blocks."""
     return "" if blocks is None else "\n".join([_typed_block_text(b) for b in blocks])
+
+
+def blocks_called_tools(blocks: list[Block] | None) -> list[str]:
+    """`called_tools` of content decoded as `list[Block]`: the same rule, over typed
+    blocks."""
+    return [str(b.name) for b in blocks or () if b.type == "tool-call"]
 
 
 def estimate_tokens(event: Mapping[str, Any]) -> int:

@@ -3,15 +3,20 @@ incremental view.
 
 `plan_event` checks a candidate and returns a frozen `Plan` without touching any state;
 `apply_plan` is the only code that changes a node list. Live append, seeding, loading,
-`fold_surface` and the replay stepper all go through these two functions.
+`fold_surface` and the replay stepper all go through these two functions. Steps 1 and 5
+are also written for a run of events (`first_misplaced`, the table `SOURCE_RULES`), which
+`plan_event` applies to one event and the fast reader to a stretch of appends.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
-from typing import Any, NamedTuple, cast
+from itertools import chain, islice
+from typing import Any, Literal, NamedTuple, cast
+
+from msgspec import Struct
 
 from .errors import AdmissionError
 from .events import (
@@ -21,29 +26,49 @@ from .events import (
     check_message_shape,
     fail,
     freeze_event,
+    normalise_op,
 )
 from .jsonvalue import MAX_SAFE_INTEGER, as_int, json_equal
+from .schema import SEQ, convert
 from .views import ReadOnlySequence
 
 __all__ = [
     "APPEND",
     "LOG_ONLY",
     "REPLACE",
+    "SOURCE_RULES",
+    "Citing",
     "FoldResult",
     "IncrementalSurface",
     "NodesView",
     "Plan",
     "PlanList",
+    "ReplaceOp",
     "Replacement",
+    "SourceRule",
     "apply_plan",
+    "check_sources",
+    "check_sources_run",
+    "first_misplaced",
     "fold_surface",
     "plan_event",
+    "seq_is",
 ]
 
 # Plan kinds.
 LOG_ONLY, APPEND, REPLACE = 0, 1, 2
 
 Lookup = Callable[[int], "Mapping[str, Any] | None"]
+
+
+class ReplaceOp(Struct, forbid_unknown_fields=True, gc=False):
+    """A replace's `surfaceOp` (SPEC 4.1 step 3): exactly these keys, both ends seqs.
+    `plan_event` converts through it (integral floats as ints); the fast reader decodes
+    every surface event's `surfaceOp` as `"append"` or this."""
+
+    op: Literal["replace"]
+    start: SEQ
+    end: SEQ
 
 
 class Plan(NamedTuple):
@@ -117,6 +142,157 @@ def _seqs(values: list[Any]) -> list[int] | None:
     return None if any(n is None or n < 0 for n in cited) else cast(list[int], cited)
 
 
+def seq_is(value: Any, seq: int) -> bool:
+    """SPEC 4.1 step 1: whether `value` is the integer `seq` (an integral float counts)."""
+    return as_int(value) == seq
+
+
+def first_misplaced(values: Sequence[Any], seqs: Sequence[int], *,
+                    typed: bool = False) -> int | None:
+    """Step 1 for a run of events: the index of the first of `values` that is not the
+    seq beside it in `seqs` (`seq_is`), or None. `typed`: every value is known to be an
+    int (a decoder typed them), so equal lists need no further look."""
+    if values == seqs and (typed or set(map(type, values)) <= {int}):
+        return None  # equal ints are the same seqs
+    return next((i for i, (value, seq) in enumerate(zip(values, seqs, strict=True))
+                 if not seq_is(value, seq)), None)
+
+
+class Citing:
+    """A run of surface events that carry `sourceEventSeqs`, in log order, for the rules
+    of SPEC 4.1 step 5: their types, seqs and lists (`sources`).
+
+    `above`: the seqs cited before the run rose to it (None if unknown or they fell).
+    `typed`: every list is known to hold only seqs (a decoder typed them).
+    """
+
+    def __init__(self, kinds: Sequence[str], seqs: Sequence[int], sources: Sequence[Any], *,
+                 above: int | None = None, typed: bool = False) -> None:
+        self.kinds, self.seqs, self.sources = kinds, seqs, sources
+        self.above, self.typed = above, typed
+        self._cited: list[list[int] | None] | None = None
+        self._flat: list[int] = []
+        self._rising: bool | None = None
+
+    @property
+    def cited(self) -> list[list[int] | None]:
+        """Each list as seqs (integral floats converted), None where one is not a seq."""
+        if self._cited is None:
+            self._cited = list(self.sources) if self.typed else [_seqs(s) for s in self.sources]
+        return self._cited
+
+    @property
+    def rising(self) -> bool:
+        """Whether the seqs cited rise through the run from above `above`: then each list
+        holds distinct seqs and ends with its highest (the usual case, proved in one pass)."""
+        if self._rising is None:
+            self._rising = False
+            if self.above is not None:
+                flat = [self.above, *chain.from_iterable(cast(list[list[int]], self.cited))]
+                self._flat, self._rising = flat, all(map(operator.lt, flat, islice(flat, 1, None)))
+        return self._rising
+
+    def last(self) -> int | None:
+        """The highest seq cited so far, if `rising` (the next run's `above`)."""
+        return self._flat[-1] if self.rising else None
+
+
+@dataclass(frozen=True)
+class SourceRule:
+    """A rule of SPEC 4.1 step 5: `holds(run)` says every event of a `Citing` run keeps
+    it, given that the rules before it hold for all; an event that does not gets `code`
+    with `describe(kind, seq, sources)`."""
+
+    code: str
+    holds: Callable[[Citing], bool]
+    describe: Callable[[str, int, Any], str]
+
+
+def _first_invalid(kind: str, seq: int, sources: Any) -> str:
+    i, value = next((i, v) for i, v in enumerate(sources) if (n := as_int(v)) is None or n < 0)
+    return f"sourceEventSeqs[{i}] must be an integer seq >= 0, got {value!r}"
+
+
+def _distinct(run: Citing) -> bool:
+    return run.rising or all(len(set(c)) == len(c) for c in cast(list[list[int]], run.cited))
+
+
+def _first_duplicate(kind: str, seq: int, sources: Any) -> str:
+    cited = cast(list[int], _seqs(sources))
+    dup = next(n for i, n in enumerate(cited) if n in cited[:i])
+    return f"sourceEventSeqs cites {dup} more than once"
+
+
+def _earlier(run: Citing) -> bool:
+    cited = cast(list[list[int]], run.cited)
+    if run.rising:  # each list ends with its highest
+        return all(map(operator.lt, [c[-1] for c in cited if c],
+                       [seq for seq, c in zip(run.seqs, cited, strict=True) if c]))
+    return all(max(c) < seq for seq, c in zip(run.seqs, cited, strict=True) if c)
+
+
+def _first_later(kind: str, seq: int, sources: Any) -> str:
+    later = next(n for n in cast(list[int], _seqs(sources)) if n >= seq)
+    return f"sourceEventSeqs cites {later}, not earlier than this event ({seq})"
+
+
+# SPEC 4.1 step 5, in its order: the one definition, which `plan_event` applies to its
+# event and the fast reader to a stretch of appends (`check_sources_run`).
+SOURCE_RULES: tuple[SourceRule, ...] = (
+    SourceRule("sources-not-array",
+               lambda run: run.typed or all(isinstance(s, list) for s in run.sources),
+               lambda kind, seq, sources:
+               f"sourceEventSeqs must be an array of seqs, got {sources!r}"),
+    SourceRule("sources-empty",
+               lambda run: all(run.sources) or all(
+                   kind == "assistant/message"
+                   for kind, s in zip(run.kinds, run.sources, strict=True) if not s),
+               lambda kind, seq, sources:
+               "sourceEventSeqs is [] (only assistant/message may cite an empty stream); "
+               "leave it out if the sources were not recorded"),
+    SourceRule("sources-invalid-seq",
+               lambda run: run.typed or all(c is not None for c in run.cited), _first_invalid),
+    SourceRule("sources-duplicate", _distinct, _first_duplicate),
+    SourceRule("sources-not-earlier", _earlier, _first_later),
+)
+
+
+def check_sources(kind: str, seq: int, sources: Any) -> list[int]:
+    """SPEC 4.1 step 5 (`SOURCE_RULES`) for a surface event of type `kind` at `seq`
+    whose `sourceEventSeqs` is `sources`: the seqs it cites.
+
+    Raises:
+        AdmissionError: `sources-not-array`, `sources-empty`, `sources-invalid-seq`,
+            `sources-duplicate` or `sources-not-earlier`, the first that applies.
+    """
+    run = Citing([kind], [seq], [sources])
+    for rule in SOURCE_RULES:
+        if not rule.holds(run):
+            fail(rule.code, {"type": kind, "seq": seq}, rule.describe(kind, seq, sources))
+    return cast(list[int], run.cited[0])
+
+
+def check_sources_run(kinds: Sequence[str], seqs: Sequence[int], sources: Sequence[Any],
+                      *, above: int | None = -1, typed: bool = False) -> int | None:
+    """Step 5 for a run of surface events in log order that carry `sourceEventSeqs`
+    (see `Citing`): every rule of `SOURCE_RULES` over the whole run, else each event on
+    its own (`check_sources`).
+
+    Returns:
+        The highest seq cited, to pass as `above` for the next run, or None (pass None)
+        once the seqs cited stop rising.
+
+    Raises:
+        AdmissionError: for the first event that breaks a rule of step 5.
+    """
+    run = Citing(kinds, seqs, sources, above=above, typed=typed)
+    if all(rule.holds(run) for rule in SOURCE_RULES):
+        return run.last()
+    for kind, seq, cited in zip(kinds, seqs, sources, strict=True):
+        check_sources(kind, seq, cited)
+    return None
+
+
 def plan_event(
     nodes: Sequence[int],
     event: Mapping[str, Any],
@@ -145,8 +321,7 @@ def plan_event(
         check_envelope(event)
         check_message_shape(event)
     # 1. seq
-    got = as_int(event.get("seq"))
-    if got is None or got != seq:
+    if not seq_is(event.get("seq"), seq):
         fail("seq-not-contiguous", event,
               f"seq must be {seq} (the next position in the log), got "
               f"{event.get('seq', '<missing>')!r}")
@@ -167,18 +342,11 @@ def plan_event(
     if op == "append" and isinstance(op, str):
         plan = Plan(seq, APPEND)
     elif isinstance(op, Mapping):
-        start, end = as_int(op.get("start")), as_int(op.get("end"))
-        if (
-            op.keys() != {"op", "start", "end"}
-            or op["op"] != "replace"
-            or start is None
-            or end is None
-            or start < 0
-            or end < 0
-        ):
+        if not convert(normalise_op(op), ReplaceOp):
             fail("replace-op-invalid", event,
                   f'surfaceOp must be exactly {{op: "replace", start, end}} with integer '
                   f"ends >= 0, got {dict(op)!r}")
+        start, end = as_int(op["start"]), as_int(op["end"])
         # 4. endpoints, found by position in the current nodes
         try:
             start_pos = nodes.index(start)
@@ -199,30 +367,7 @@ def plan_event(
         fail("surface-op-invalid", event,
               f'surfaceOp must be "append" or a replace object, got {op!r}')
     # 5. provenance
-    sources = event.get("sourceEventSeqs")
-    if "sourceEventSeqs" in event:
-        if not isinstance(sources, list):
-            fail("sources-not-array", event,
-                  f"sourceEventSeqs must be an array of seqs, got {sources!r}")
-        if not sources and kind != "assistant/message":
-            fail("sources-empty", event,
-                  "sourceEventSeqs is [] (only assistant/message may cite an empty stream); "
-                  "leave it out if the sources were not recorded")
-        cited = _seqs(sources)
-        if cited is None:
-            i, value = next((i, v) for i, v in enumerate(sources)
-                            if (n := as_int(v)) is None or n < 0)
-            fail("sources-invalid-seq", event,
-                  f"sourceEventSeqs[{i}] must be an integer seq >= 0, got {value!r}")
-        if len(set(cited)) != len(cited):
-            dup = next(n for i, n in enumerate(cited) if n in cited[:i])
-            fail("sources-duplicate", event, f"sourceEventSeqs cites {dup} more than once")
-        later = [n for n in cited if n >= seq]
-        if later:
-            fail("sources-not-earlier", event,
-                  f"sourceEventSeqs cites {later[0]}, not earlier than this event ({seq})")
-    else:
-        cited = []
+    cited = check_sources(kind, seq, event["sourceEventSeqs"]) if "sourceEventSeqs" in event else []
     if plan.kind == APPEND:
         return plan
     # 6. a replace cites everything it shadows

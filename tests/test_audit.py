@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -115,8 +116,8 @@ def _definition_facts(hidden: list[Any], kept: list[Any]) -> list[str]:
         score = weights[kind] * 0.5 if series else weights[kind] + 0.25 * math.log(n)
         mentions.append(Mention(text, kind, n, round(score, 3), series))
     mentions.sort(key=lambda m: (-m.score, _natural(m.text)))
-    kept_text = re.sub("|".join(f"(?:{p})" for p in rules.strip), " ",
-                       "\n".join(message_text(e) for e in kept))
+    kept_text = "\n".join(re.sub("|".join(f"(?:{p})" for p in rules.strip), " ",
+                                  message_text(e)) for e in kept)
     at_risk = [m.text for m in mentions if m.regex.search(kept_text) is None]
     return at_risk[: rules.max_mentions]
 
@@ -470,6 +471,24 @@ class TestAuditCommand:
         assert main(["audit", str(path), "--out", str(tmp_path / "out"),
                      "--no-progress"]) == 0
         assert (tmp_path / "out" / "m-audit.html").exists()
+
+    def test_a_compaction_id_with_a_line_break_stays_on_its_row(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        def renamed(value: Any) -> Any:
+            if isinstance(value, Mapping):
+                return {k: "two\nlines" if k == "compactionId" else renamed(v)
+                        for k, v in value.items()}
+            return [renamed(v) for v in value] if isinstance(value, list) else value
+
+        reading = read_log(SAMPLES / "long-compaction.jsonl")
+        path = _write_log([renamed(dict(e)) for e in reading.events], dict(reading.header),
+                          tmp_path / "n.jsonl")
+        assert main(["audit", str(path), "--out", str(tmp_path / "out"),
+                     "--no-progress"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        rows = [line for line in lines if "two" in line]
+        assert rows and all("two\\nlines" in line for line in rows)
+        assert not any(line.startswith("lines") for line in lines)
 
     def test_a_folder_without_logs_is_one_line_and_exit_1(
             self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

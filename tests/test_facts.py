@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from surface_lab import Session
+from surface_lab import Session, facts
 from surface_lab.facts import (
     DEFAULT_RULES,
     LEGACY_RULES,
@@ -164,3 +168,91 @@ class TestLabelledSet:
     def test_precision_and_recall_as_the_readme_reports(self, rules: FactRules,
                                                         expected: dict[str, float]) -> None:
         assert label_scores(rules) == expected
+
+
+def _plain(rules: FactRules) -> FactRules:
+    """These rules without their speed-ups: every kind searched in every text."""
+    return replace(rules, kinds=tuple(replace(k, within_word=False, needs=())
+                                      for k in rules.kinds))
+
+
+# Text made of what the patterns look at: words, paths, numbers, keywords, quotes, the
+# line breaks and blanks str.split and `\s` agree on, and the letters re.IGNORECASE
+# matches to ASCII ones without lowering to them.
+_PIECES = st.sampled_from([
+    "src/app.py", "./a/b", "~/x.toml", "https://x.org/a?b=1", "v1.2.3", "1.2.3-rc.1",
+    "handler_12", "fooBar", "FooBar(", "call_0001", "line 12", "exit code 3", "PR #7",
+    "error:", "Traceback", "not found", "can't", "must", "don't", "use", "keep it",
+    "`ls -la`", '"quoted text"', "'type': 'text'", '"key":', "[trimmed for fixture]",
+    "1234", "00081", "a.b.c", "x@y.z", "(", ")", ".", ";", "-", "_", "/", ":", "#",
+    " ", "  ", "\n", "\t", "\r\n", "\x0b", "\x1c", "\u00a0", "\u2028", "\u3000",
+    "\u0130", "\u0131", "\u017f", "\u212a", "Kelvin \u212aeep", "\u017fhould",
+    "caf\u00e9", "\u00df", "\u03a3\u03bf\u03c6\u03af\u03b1",
+])
+_TEXTS = st.lists(_PIECES, max_size=40).map("".join)
+_AUTHORS = st.sampled_from(["user", "assistant", "tool", "context", "summary"])
+
+
+class TestSpeedUpsChangeNothing:
+    """`within_word`, `needs` and the kept text's cheap test only skip work: the same
+    mentions, flags, counts and order as searching every text with every pattern."""
+
+    @settings(max_examples=300, deadline=None)
+    @given(text=_TEXTS, author=_AUTHORS)
+    def test_words_and_needs_give_what_the_patterns_give(self, text: str,
+                                                         author: str) -> None:
+        for rules in (DEFAULT_RULES, LEGACY_RULES):
+            fast = facts._raw_mentions(text, author, rules)
+            assert list(fast.items()) == list(
+                facts._raw_mentions(text, author, _plain(rules)).items())
+
+    @settings(max_examples=100, deadline=None)
+    @given(line=_TEXTS, author=_AUTHORS)
+    def test_so_do_they_on_repeated_lines(self, line: str, author: str) -> None:
+        text = "\n".join(f"{line} {i}" for i in range(4)) + "\nend " + line
+        fast = facts._raw_mentions(text, author, DEFAULT_RULES)
+        assert list(fast.items()) == list(
+            facts._raw_mentions(text, author, _plain(DEFAULT_RULES)).items())
+
+    @settings(max_examples=300, deadline=None)
+    @given(needle=_TEXTS, kept=st.lists(_TEXTS, max_size=4), series=st.booleans())
+    def test_the_cheap_test_answers_as_the_regex(self, needle: str, kept: list[str],
+                                                 series: bool) -> None:
+        needle = needle.strip()
+        if not needle:
+            return
+        mention = facts.Mention(needle, "path", series=series)
+        shown = facts.KeptText.of(kept, DEFAULT_RULES)
+        assert shown.shows(mention) == (mention.regex.search(shown.text) is not None)
+
+    def test_fold_lowers_to_an_ascii_character_exactly_what_matches_it_ignoring_case(
+            self) -> None:
+        every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+        for ascii_char in map(chr, range(128)):
+            for found in re.finditer(re.escape(ascii_char), every, re.I):
+                assert facts.fold(found.group()) == ascii_char.lower(), hex(ord(found.group()))
+        for char in every:
+            folded = facts.fold(char)
+            assert len(folded) >= 1
+            if len(folded) == 1 and folded.isascii():
+                assert re.fullmatch(re.escape(folded), char, re.I), hex(ord(char))
+
+    def test_word_characters_are_what_backslash_w_matches(self) -> None:
+        every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+        assert "".join(re.findall(r"\w", every)) == "".join(filter(facts._is_word, every))
+
+    def test_a_word_memo_past_its_bound_starts_again_and_still_answers(
+            self, monkeypatch: pytest.MonkeyPatch) -> None:
+        rules = replace(DEFAULT_RULES)  # a fresh copy: its own memo
+        text = " ".join(f"src/m{i}.py fn_{i}()" for i in range(300))
+        before = facts._raw_mentions(text, "assistant", rules)
+        matcher = rules.word_matches(next(k for k in rules.kinds if k.name == "path"))
+        assert len(matcher.known) >= 300
+        monkeypatch.setattr(facts, "_WORD_MEMO", 100)
+        assert facts._raw_mentions(text, "assistant", rules) == before
+        assert len(matcher.known) <= 700
+
+    def test_a_mention_with_a_superscript_digit_is_ranked(self) -> None:
+        """A digit that is not a decimal one ("²") sorts as text (it once failed int())."""
+        assert [m.text for m in find_mentions("see a/1² and a/2", author="assistant")] == [
+            "a/1²", "a/2"]

@@ -15,7 +15,7 @@ from builders import read_outcome
 from surface_lab import read_log
 from surface_lab.errors import CorruptLogError
 from surface_lab.events import message_of
-from surface_lab.messages import message_text
+from surface_lab.messages import called_tools, message_text
 from surface_lab.notebook import events_df
 from surface_lab.notebook.frames import event_columns
 from surface_lab.notebook.source import load_source
@@ -257,6 +257,9 @@ def test_message_texts_are_the_full_events_texts_and_sources(name: str) -> None:
               for e in full]
     assert log.events.message_texts(seqs) == list(zip(map(message_text, full), source,
                                                       strict=True))
+    tools = [frozenset(called_tools(message_of(e).get("content")))
+             if e["type"] == "assistant/message" else frozenset() for e in full]
+    assert [called for *_, called in log.events.message_parts(seqs)] == tools
 
 
 def test_message_texts_of_blocks_the_types_refuse(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """Each rule has one author and both readers enforce it: every error code of SPEC 14 on
 the same input gives the same answer from the fast reader and the full pipeline, a rule
-added to `schema` is enforced by both at once, and generated logs (valid and mutated)
-never make them disagree."""
+added to `schema` (an envelope, message-shape or packed-row rule) or to the planner's
+step 5 (`surface.SOURCE_RULES`) is enforced by both at once, and generated logs (valid
+and mutated) never make them disagree."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgspec import Meta
 
-from surface_lab import read_log, schema
+from surface_lab import read_log, schema, surface
+from surface_lab.chunks import RowError, expand_row
+from surface_lab.errors import AdmissionError
 from surface_lab.reading import fast
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"
@@ -195,6 +198,235 @@ def test_a_rule_added_to_the_schema_is_enforced_by_both_readers(
     assert _codes(_agree(path)) == {"message-content"}
 
 
+def _fast_takes(data: bytes) -> bool:
+    """Whether the fast reader vouches for the log itself (else the full pipeline reads it)."""
+    header_end = data.index(b"\n") + 1
+    return fast.fast_check(data, "mem", header_end, lambda *a, **k: None) is not None
+
+
+# -- packed rows (SPEC 7.1): `schema.ROW_RULES` ------------------------------------------
+
+ROW = b'"type":"text-chunks"'
+
+
+def _row(tag: str = "text-chunks", time0: Any = 5, **data: Any) -> dict[str, Any]:
+    members = "args" if tag == "tool-call-chunks" else "texts"
+    fields: dict[str, Any] = {"turn": 1, "step": 1, "index": 0, "dt": [1], members: ["a", "b"]}
+    if tag == "tool-call-chunks":
+        fields["id"] = "c"
+    fields.update(data)
+    return {"type": tag, "seq0": 0, "time0": time0,
+            "data": {k: v for k, v in fields.items() if v is not ...}}
+
+
+MAX_SAFE = 2**53 - 1
+KEYS = "['dt', 'index', 'step', 'texts', 'turn']"
+# Each broken row and the message of the first rule it breaks (the messages and their
+# order are expand_row's as they were before the rules became a table).
+ROW_MESSAGES: dict[str, tuple[dict[str, Any], str]] = {
+    "not a row tag": ({"type": "assistant/chunk", "seq0": 0, "time0": 0, "data": {}},
+                      "'assistant/chunk' is not a packed row type"),
+    "an extra key": ({**_row(), "extra": 1}, "a packed row has exactly the keys ['data', "
+                     "'seq0', 'time0', 'type'], got ['data', 'extra', 'seq0', 'time0', 'type']"),
+    "no time0": ({k: v for k, v in _row().items() if k != "time0"},
+                 "a packed row has exactly the keys ['data', 'seq0', 'time0', 'type'], got "
+                 "['data', 'seq0', 'type']"),
+    "a negative seq0": ({**_row(), "seq0": -1}, "seq0 and time0 must be safe integers"),
+    "a fractional seq0": ({**_row(), "seq0": 1.5}, "seq0 and time0 must be safe integers"),
+    "an unsafe time0": (_row(time0=2**53), "seq0 and time0 must be safe integers"),
+    "a boolean time0": (_row(time0=True), "seq0 and time0 must be safe integers"),
+    "data not an object": ({**_row(), "data": []}, "row data must be an object"),
+    "an extra data key": (_row(extra=1), f"text-chunks data has exactly the keys {KEYS}, got "
+                          "['dt', 'extra', 'index', 'step', 'texts', 'turn']"),
+    "no dt": (_row(dt=...), f"text-chunks data has exactly the keys {KEYS}, got ['index', "
+              "'step', 'texts', 'turn']"),
+    "a tool row without id": (_row("tool-call-chunks", id=...), "tool-call-chunks data has "
+                              "exactly the keys ['args', 'dt', 'id', 'index', 'step', 'turn'] "
+                              "(and name), got ['args', 'dt', 'index', 'step', 'turn']"),
+    "a string turn": (_row(turn="1"), "turn, step and index must be integers"),
+    "a boolean turn": (_row(turn=False), "turn, step and index must be integers"),
+    "a fractional index": (_row(index=0.5), "turn, step and index must be integers"),
+    "too many members": (_row(texts=[""] * 100_001, dt=[0] * 100_000),
+                         "a packed row has 100001 members, more than the limit of 100000"),
+    "too many, not strings": (_row(texts=[1] * 100_001, dt="x"),
+                              "a packed row has 100001 members, more than the limit of 100000"),
+    "no members": (_row(texts=[], dt=[]), "texts must be a non-empty list of strings"),
+    "members not a list": (_row(texts="ab"), "texts must be a non-empty list of strings"),
+    "a member not a string": (_row(texts=["a", 1]), "texts must be a non-empty list of strings"),
+    "dt not a list": (_row(dt=1), "dt must list the 1 gaps between 2 members"),
+    "dt too short": (_row(dt=[]), "dt must list the 1 gaps between 2 members"),
+    "dt too short and a bad id": (_row("tool-call-chunks", dt=[], id=1),
+                                  "dt must list the 1 gaps between 2 members"),
+    "an id not a string": (_row("tool-call-chunks", id=1), "id and name must be strings"),
+    "a name not a string": (_row("tool-call-chunks", name=None), "id and name must be strings"),
+    "a string gap": (_row(dt=["1"]), "dt holds '1', not an integer"),
+    "an unsafe gap": (_row(dt=[2**60]), "dt holds 1152921504606846976, not an integer"),
+    "a boolean gap": (_row(dt=[True]), "dt holds True, not an integer"),
+    "a fractional gap": (_row(dt=[1.5]), "dt holds 1.5, not an integer"),
+    "a member time past the limit": (_row(time0=1, dt=[MAX_SAFE - 1, 1], texts=["a"] * 3),
+                                     "a member time is not a safe integer"),
+    "an unsafe time before a bad gap": (_row(dt=[MAX_SAFE, MAX_SAFE, "x"], texts=["a"] * 4),
+                                        "a member time is not a safe integer"),
+    "a bad gap before an unsafe time": (_row(dt=["x", MAX_SAFE], texts=["a"] * 3),
+                                        "dt holds 'x', not an integer"),
+    "a member time below the limit": (_row(time0=0, dt=[-MAX_SAFE, -MAX_SAFE], texts=["a"] * 3),
+                                      "a member time is not a safe integer"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ROW_MESSAGES))
+def test_a_broken_row_is_refused_with_the_message_of_its_first_broken_rule(case: str) -> None:
+    record, message = ROW_MESSAGES[case]
+    with pytest.raises(RowError) as info:
+        expand_row(record)
+    assert str(info.value) == message
+
+
+def test_integral_floats_in_a_row_are_its_integers() -> None:
+    record = {"type": "tool-call-chunks", "seq0": 3.0, "time0": 5.0, "data": {
+        "turn": 1.0, "step": 2.0, "index": 0.0, "dt": [1.0, -2.0], "id": "c", "name": "n",
+        "args": ["a", "b", "c"]}}
+    events = expand_row(record)
+    assert [(e["seq"], e["time"]) for e in events] == [(3, 5), (4, 6), (5, 4)]
+    values = [e["seq"] for e in events] + [e["time"] for e in events] + [
+        events[0]["data"]["turn"], events[0]["data"]["chunk"]["index"]]
+    assert {type(v) for v in values} == {int}
+
+
+def test_the_fixture_form_takes_its_position_from_the_caller() -> None:
+    record = {"type": "text-chunks", "data": {"turn": 1, "step": 2, "index": 0, "dt": [1, 2],
+                                              "texts": ["a", "b", "c"]}}
+    events = expand_row(record, fixture=True, seq0=7, time0=9)
+    assert [(e["seq"], e["time"]) for e in events] == [(7, 9), (8, 10), (9, 12)]
+    with pytest.raises(RowError, match=r"exactly the keys \['data', 'type'\]"):
+        expand_row({**record, "seq0": 0}, fixture=True)
+
+
+@given(st.lists(st.tuples(st.integers(-MAX_SAFE, MAX_SAFE),
+                          st.lists(st.integers(0, (1 << 31) - 1), max_size=4)), max_size=4))
+def test_a_row_check_proving_a_stretch_at_once_answers_as_row_by_row(
+        rows: list[tuple[int, list[int]]]) -> None:
+    columns = schema.Rows([t for t, _ in rows], [["x"] * (len(dt) + 1) for _, dt in rows],
+                          [dt for _, dt in rows])
+    for check in schema.row_checks("text-chunks"):
+        assert (check.broken(columns._replace(gaps_within=1 << 31)) is None) == (
+            check.broken(columns) is None) == (check.broken(columns._replace(typed=True)) is None)
+
+
+@pytest.fixture
+def row_rules_restored() -> Iterator[None]:
+    yield
+    schema.row_data_struct.cache_clear()
+    schema.row_struct.cache_clear()
+    fast._DECODER = fast.decoder()
+
+
+def _with_rule(monkeypatch: pytest.MonkeyPatch, tag: str, rule: Any) -> None:
+    monkeypatch.setitem(schema.ROW_RULES, tag, (*schema.ROW_RULES[tag], rule))
+    schema.row_data_struct.cache_clear()
+    schema.row_struct.cache_clear()
+
+
+_TURN_POSITIVE = schema.Rule("row-malformed", "turn",
+                             lambda o: Annotated[int, Meta(ge=1, le=MAX_SAFE)],
+                             "turn must be positive")
+_GAPS_UNDER_A_SECOND = schema.Rule("row-malformed", "dt",
+                                   lambda o: list[Annotated[int, Meta(ge=0, lt=1000)]],
+                                   "gaps must be under a second")
+
+
+@pytest.mark.parametrize(("rule", "old", "new"), [
+    (_TURN_POSITIVE, b'"turn":1,', b'"turn":0,'),
+    (_GAPS_UNDER_A_SECOND, b'"dt":[23,', b'"dt":[5000,'),
+], ids=["on turn", "on dt"])
+def test_a_row_rule_added_to_the_schema_is_enforced_by_both_readers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, row_rules_restored: None,
+        rule: schema.Rule, old: bytes, new: bytes) -> None:
+    """One new line in `schema.ROW_RULES`: the full check takes it at once, the fast
+    reader once its decoder is rebuilt from the table (what an import does)."""
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(_edit("chat", ROW, old, new))
+    assert _codes(_agree(path)) == set() and _fast_takes(path.read_bytes())
+    _with_rule(monkeypatch, "text-chunks", rule)
+    assert _fast_takes(path.read_bytes())  # the old decoder lags behind the table
+    assert _codes(read_outcome(path, "full")) == {"row-malformed"}
+    monkeypatch.setattr(fast, "_DECODER", fast.decoder())
+    assert _codes(_agree(path)) == {"row-malformed"}
+    assert not _fast_takes(path.read_bytes())
+
+
+def test_a_row_check_added_to_the_schema_is_enforced_by_both_readers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, row_rules_restored: None) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(_edit("chat", ROW, b'"texts":["The ', b'"texts":["'))
+    assert _codes(_agree(path)) == set() and _fast_takes(path.read_bytes())
+    no_empty = schema.RowCheck("row-malformed", lambda rows: next(
+        (i for i, members in enumerate(rows.members) if "" in members), None),
+        "a member is empty")
+    _with_rule(monkeypatch, "text-chunks", no_empty)
+    assert _codes(_agree(path)) == {"row-malformed"}
+    assert not _fast_takes(path.read_bytes())
+
+
+# -- provenance (SPEC 4.1 step 5): `surface.SOURCE_RULES` --------------------------------
+
+
+def test_a_provenance_rule_added_to_the_planner_is_enforced_by_both_readers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = SAMPLES / "chat.jsonl"  # seq 33 cites 29 seqs
+    assert _codes(_agree(path)) == set() and _fast_takes(path.read_bytes())
+    at_most_20 = surface.SourceRule(
+        "sources-too-many", lambda run: all(len(s) <= 20 for s in run.sources),
+        lambda kind, seq, sources: f"cites {len(sources)} seqs, more than 20")
+    monkeypatch.setattr(surface, "SOURCE_RULES", (*surface.SOURCE_RULES, at_most_20))
+    assert _codes(_agree(path)) == {"sources-too-many"}
+    assert not _fast_takes(path.read_bytes())
+    with pytest.raises(AdmissionError, match="seq 33 assistant/message: cites 29 seqs"):
+        surface.check_sources("assistant/message", 33, list(range(4, 33)))
+
+
+_SOURCE_VALUES = st.one_of(st.integers(-2, 12), st.sampled_from([1.0, 2.5, True, None, "3"]))
+
+
+@given(st.lists(st.tuples(
+    st.sampled_from(["user/message", "assistant/message", "tool/result"]),
+    st.one_of(st.lists(_SOURCE_VALUES, max_size=4), st.lists(st.integers(0, 12), max_size=4,
+                                                              unique=True).map(sorted),
+              st.sampled_from([None, 5, {"0": 1}]))), max_size=5),
+    st.sampled_from([None, -1, 3]))
+def test_step_5_over_a_run_answers_as_event_by_event(
+        run: list[tuple[str, Any]], above: int | None) -> None:
+    """`check_sources_run` (what the fast reader calls for a stretch) refuses exactly when
+    `check_sources` (what `plan_event` calls) refuses one of the events, with its error."""
+    kinds, sources = [k for k, _ in run], [s for _, s in run]
+    seqs = list(range(10, 10 + len(run)))
+
+    def outcome(call: Callable[[], Any]) -> Any:
+        try:
+            call()
+        except AdmissionError as err:
+            return err.code, err.seq, str(err)
+        return None
+
+    def one_by_one() -> None:
+        for kind, seq, cited in zip(kinds, seqs, sources, strict=True):
+            surface.check_sources(kind, seq, cited)
+
+    assert outcome(lambda: surface.check_sources_run(kinds, seqs, sources, above=above)) == (
+        outcome(one_by_one))
+
+
+@given(st.lists(st.one_of(st.integers(0, 6), st.sampled_from([1.0, 2.5, True, None, "2"])),
+                max_size=6))
+def test_step_1_over_a_run_answers_as_event_by_event(values: list[Any]) -> None:
+    """`first_misplaced` (what the fast reader calls for a stretch) finds the first value
+    `seq_is` (what `plan_event` calls) refuses."""
+    seqs = list(range(len(values)))
+    expected = next((i for i, (v, n) in enumerate(zip(values, seqs, strict=True))
+                     if not surface.seq_is(v, n)), None)
+    assert surface.first_misplaced(values, seqs) == expected
+
+
 # -- generated logs -----------------------------------------------------------------------
 
 BASES = ["chat", "long-compaction", "pruned-tool-results", "tools-parallel",
@@ -244,8 +476,9 @@ def _mutated_logs(draw: st.DrawFn) -> bytes:
             cut = draw(st.integers(0, len(line) - 1))
             lines[i:] = [line[:cut]]
         elif kind == "row":  # a packed row's members or gaps changed
-            lines[i] = line.replace(b'"dt":[', b'"dt":[0,', 1).replace(
-                b'"texts":[', b'"texts":["x",', 1)
+            gap = draw(st.sampled_from([b"0", b"-5", b"23.0", b"2147483648", b"1.5"]))
+            lines[i] = line.replace(b'"dt":[', b'"dt":[' + gap + b",", 1).replace(
+                b'"texts":[', b'"texts":["x",', 1).replace(b'"args":[', b'"args":["x",', 1)
         else:
             j = draw(st.integers(1, len(lines) - 1))
             lines[i], lines[j] = lines[j], lines[i]

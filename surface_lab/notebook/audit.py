@@ -15,9 +15,17 @@ from typing import Any
 import pandas as pd
 
 from ..evidence import find_lost_evidence
-from ..facts import DEFAULT_RULES, FactRules, author_of, find_mentions, texts_at_risk, tool_names
+from ..facts import (
+    DEFAULT_RULES,
+    FactRules,
+    KeptText,
+    Raw,
+    author_from,
+    find_mentions,
+    fold,
+    texts_at_risk,
+)
 from ..gcpause import gc_paused
-from ..messages import message_text
 from ..surface import apply_plan
 from .frames import Bracket, bracket_of, brackets, prune_record, replacements_df
 from .plots import figure_png, plot_shadowing, plot_surface_size
@@ -57,25 +65,27 @@ def _facts_at_risk(log: LogData, traces: list[Bracket], bar: Any, rules: FactRul
                    ) -> dict[int, list[str]]:
     """For each replace, `facts_at_risk` of what it hid against the surface once it
     settled. The surface is rebuilt from the entries alone (log-only events do not move
-    it), each entry is read once, only when a settle point needs it, and each distinct
-    hidden text is matched once (`texts_at_risk`'s memo)."""
+    it); the entries' texts are decoded in one batch, each stripped and folded once for
+    the kept side, and each distinct hidden text is matched once (`texts_at_risk`'s
+    memo)."""
     wanted = _settle_points(log, traces)
     replaces = {p.seq: p for p in log.replaces}
     entries = log.entries
-    read: dict[int, tuple[str, str, frozenset[str]]] = {}  # seq -> text, author, tools
+    needed = entries[: bisect_right(entries, max(wanted, default=-1))]
+    texts, tools = log.texts(needed), log.tools(needed)
+    authors = {s: author_from(log.type_of(s), log.source_of(s)) for s in needed}
+    stripped: dict[int, str] = {}
+    folded: dict[int, str] = {}
 
-    def events(seqs: Iterable[int]) -> list[tuple[str, str, frozenset[str]]]:
-        out = []
-        for seq in seqs:
-            item = read.get(seq)
-            if item is None:
-                event = log.read(seq)
-                item = read[seq] = (message_text(event), author_of(event),
-                                    frozenset(tool_names([event])))
-            out.append(item)
-        return out
+    def kept_of(nodes: list[int]) -> KeptText:
+        for seq in nodes:
+            if seq not in stripped:
+                stripped[seq] = rules.stripped(texts[seq])
+                folded[seq] = fold(stripped[seq])
+        return KeptText("\n".join([stripped[s] for s in nodes]),
+                        "\n".join([folded[s] for s in nodes]))
 
-    memo: dict[tuple[str, str], list[tuple[str, str, bool]]] = {}
+    memo: dict[tuple[str, str], Raw] = {}
     nodes: list[int] = []
     done = 0
     at_risk: dict[int, list[str]] = {}
@@ -85,13 +95,12 @@ def _facts_at_risk(log: LogData, traces: list[Bracket], bar: Any, rules: FactRul
             nodes = apply_plan(nodes, log.plans[seq])
         done = stop
         for seq in wanted[point]:  # kept: the replacement and the rest of the surface
-            hidden, kept = events(replaces[seq].shadowed), events(nodes)
-            ignore = frozenset().union(*(t for *_, t in hidden), *(t for *_, t in kept)) \
+            hidden = replaces[seq].shadowed
+            ignore = frozenset().union(*[tools[s] for s in (*hidden, *nodes) if tools[s]]) \
                 if rules.ignore_tool_names else frozenset()
             at_risk[seq] = [m.text for m in texts_at_risk(
-                [(text, author) for text, author, _ in hidden],
-                "\n".join(text for text, *_ in kept), rules=rules, ignore=ignore,
-                memo=memo)]
+                [(texts[s], authors[s]) for s in hidden], kept_of(nodes), rules=rules,
+                ignore=ignore, memo=memo)]
             bar.update(1)
     return at_risk
 
@@ -159,10 +168,11 @@ def replay_differences(log: LogData, audit: pd.DataFrame) -> list[dict[str, Any]
     return out
 
 
-def _summary_table(audit: pd.DataFrame) -> str:
-    """The audit as a plain-text table (what `surface-lab audit` prints)."""
+def _summary_rows(audit: pd.DataFrame) -> list[str]:
+    """The audit as a plain-text table, one string a row (what `surface-lab audit` prints,
+    each row on one line: a cell may hold a line break from the log)."""
     if not len(audit):
-        return NO_REPLACES
+        return [NO_REPLACES]
     header = (f"{'seq':>6} {'kind':<10} {'id':<12} {'hid':>4} {'moved':>5} {'tokens':>15} "
               f"{'at risk':>7} {'redone':>6}  replays")
     rows = [header, "-" * len(header)]
@@ -172,7 +182,7 @@ def _summary_table(audit: pd.DataFrame) -> str:
                     f"{len(row['removed_seqs']):>4} {len(row['restored_seqs']):>5} "
                     f"{tokens:>15} {row['n_at_risk']:>7} {row.get('lost_evidence', 0):>6}  "
                     f"{_replays(row)}")
-    return "\n".join(rows)
+    return rows
 
 
 NO_REPLACES = "no replaces: nothing in this log was compacted, pruned or rolled back"
@@ -202,7 +212,8 @@ def audit_report(source: Any, out_dir: str | Path, *, name: str | None = None,
         progress: progress bars for the steps that take over a second.
 
     Returns:
-        `{"audit": frame, "failed": [...], "replay": [...], "summary": text, "png": path,
+        `{"audit": frame, "failed": [...], "replay": [...], "summary": text,
+        "summary_rows": [row, ...], "png": path,
         "html": path, "log": LogData}`.
     """
     log = load_source(source, progress=progress)
@@ -218,15 +229,15 @@ def audit_report(source: Any, out_dir: str | Path, *, name: str | None = None,
         bar.update(1)
         sizes = figure_png(plot_surface_size, log, size=(12, 3.2))
         bar.update(1)
-        summary = _summary_table(audit)
+        summary = _summary_rows(audit)
         page = _report_html(log, audit, failed, replay, swimlane, sizes, notes)
         bar.update(1)
     png = out / f"{stem}-swimlane.png"
     html_path = out / f"{stem}-audit.html"
     _write_new(png, swimlane)
     _write_new(html_path, page.encode("utf-8"))
-    return {"audit": audit, "failed": failed, "replay": replay, "summary": summary,
-            "png": png, "html": html_path, "log": log}
+    return {"audit": audit, "failed": failed, "replay": replay, "summary": "\n".join(summary),
+            "summary_rows": summary, "png": png, "html": html_path, "log": log}
 
 
 def _write_new(path: Path, data: bytes) -> None:

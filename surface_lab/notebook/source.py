@@ -9,10 +9,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..errors import AdmissionError, SurfaceLabError
 from ..events import Event, mapping_at, message_of
+from ..facts import tool_names
 from ..messages import message_text
 from ..problems import Problem
 from ..reading.codec import scan_file
@@ -110,17 +111,21 @@ class LogData:
 
     def texts(self, seqs: Iterable[int]) -> dict[int, str]:
         """`message_text` of these events, by seq (each decoded once per log, together
-        with its message's source: see `source_of`)."""
+        with its message's source and the tools it calls: see `source_of`, `tools`)."""
         known: dict[int, str] = self.cache.setdefault("texts", {})
         sources: dict[int, Any] = self.cache.setdefault("sources", {})
+        tools: dict[int, frozenset[str]] = self.cache.setdefault("tools", {})
         missing = sorted({s for s in seqs if s not in known})
         if missing:
             if isinstance(self.events, LogEvents):
-                for seq, (text, source) in zip(missing, self.events.message_texts(missing),
-                                               strict=True):
-                    known[seq], sources[seq] = text, source
+                for seq, (text, source, called) in zip(
+                        missing, self.events.message_parts(missing), strict=True):
+                    known[seq], sources[seq], tools[seq] = text, source, called
             else:
-                known.update((s, message_text(self.events[s])) for s in missing)
+                for seq in missing:
+                    event = self.events[seq]
+                    known[seq] = message_text(event)
+                    tools[seq] = frozenset(tool_names([event]))
         return known
 
     def sources(self, seqs: Iterable[int]) -> dict[int, Any]:
@@ -129,6 +134,11 @@ class LogData:
         self.texts(seqs)
         sources: dict[int, Any] = self.cache["sources"]
         return sources
+
+    def tools(self, seqs: Iterable[int]) -> dict[int, frozenset[str]]:
+        """The names of the tools each of these events calls, by seq (see `texts`)."""
+        self.texts(seqs)
+        return cast(dict[int, frozenset[str]], self.cache["tools"])
 
     def source_of(self, seq: int) -> Mapping[str, Any]:
         """The `source` of event `seq`'s message ({} when it has none)."""

@@ -21,8 +21,8 @@ import orjson
 from ..chunks import RowError, expand_row
 from ..errors import AdmissionError, CorruptLogError, StorageError
 from ..events import ROW_SET, freeze_event
-from ..jsonvalue import as_int
 from ..problems import Problem
+from ..surface import seq_is
 from .scan import Scan
 
 __all__ = [
@@ -250,7 +250,7 @@ def scan_bytes(data: bytes, path: str, *, torn_frame: bool = False,
                     code="mixed-fixture-form", path=path, line=line_no)
             expected = len(scan.events)
             if is_row:
-                if not fixture and as_int(record.get("seq0")) != expected:
+                if not fixture and not seq_is(record.get("seq0"), expected):
                     raise BadLine("seq-gap", f"packed row starts at seq {record.get('seq0')!r}"
                                               f", expected {expected}", record)
                 try:
@@ -260,7 +260,7 @@ def scan_bytes(data: bytes, path: str, *, torn_frame: bool = False,
             else:
                 if fixture:
                     record = {**record, "seq": expected, "time": 0}
-                elif as_int(record.get("seq")) != expected:
+                elif not seq_is(record.get("seq"), expected):  # SPEC 4.1 step 1
                     raise BadLine("seq-gap", f"seq is {record.get('seq', '<missing>')!r}, "
                                               f"expected {expected}", record)
                 try:

@@ -9,13 +9,16 @@ where an integer belongs, any broken rule) it returns None and the caller runs t
 pipeline, which finds and names the problem. So the two agree on every log the fast
 reader takes; `tests/test_fast_read.py` compares them log by log.
 
-What is checked here is what the full pipeline checks: the envelope, the packed rows,
-the message shapes (SPEC 5.1), the legacy triggers and every surface rule. Rules a type
-can state (safe integers, non-empty names, roles and source kinds, the fields each
-event type may carry) are msgspec types, so a line that breaks one does not decode; the
-rest are checked a stretch of lines at a time: seqs across lines and row members,
-legacy shapes, tool call ids, the appends' sources all at once, and each replace
-through `plan_event`. Text the checks do not need (message content, tool output, chunk
+What is checked here is what the full pipeline checks, from the same definitions. The
+envelope, message shapes and packed rows are decoded into structs built from the rule
+tables of `schema`, so a line that breaks one of their types does not decode; their
+checks across fields run on a stretch of lines at once (`schema.message_checks`,
+`schema.row_checks`). The planner's steps come from `surface`: seqs across lines and row
+members through `first_misplaced`, the appends' sources through `check_sources_run`
+(`SOURCE_RULES` over a stretch), `surfaceOp` decoded as "append" or `ReplaceOp`, and each
+replace through `plan_event`. The legacy shapes (SPEC 7.3 step 2) are checked here. A
+type narrower than its rule's is marked as a narrowing: it sends more logs to the full
+pipeline, never fewer. Text the checks do not need (message content, tool output, chunk
 text) is skipped by msgspec, which still checks its JSON syntax; UTF-8 is checked
 separately, only where the bytes are not ASCII. msgspec skips numbers without
 converting them, so the pass that finds the line breaks also finds where a number too
@@ -30,29 +33,41 @@ import sys
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial, reduce
-from itertools import accumulate, chain, compress, count, islice, pairwise
+from itertools import accumulate, compress, count, pairwise
 from types import FrameType
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 import msgspec
 import orjson
 from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 
-from ..chunks import MAX_ROW_MEMBERS
 from ..errors import AdmissionError, CorruptLogError
 from ..events import ROW_TAGS, SURFACE_SET, Event
 from ..gcpause import gc_paused
-from ..jsonvalue import MAX_SAFE_INTEGER
 from ..legacy import upgrade_reason
 from ..repair import interrupted_turn_closers
-from ..schema import ENVELOPE_RULES, message_checks, message_struct
+from ..schema import (
+    ENVELOPE_RULES,
+    ROW_RULES,
+    SAFE_INT,
+    SEQ,
+    Rows,
+    Rule,
+    message_checks,
+    message_struct,
+    row_checks,
+    row_fields,
+)
 from ..surface import (
     APPEND,
     REPLACE,
     FoldResult,
     Plan,
     Replacement,
+    ReplaceOp,
     apply_plan,
+    check_sources_run,
+    first_misplaced,
     plan_event,
 )
 from .codec import MAX_LINE_BYTES
@@ -67,7 +82,7 @@ from .sequences import LogEvents, PlanList
 __all__ = ["TYPE_NAMES", "LogEvents", "PlanList", "fast_check"]
 
 _TURN_START, _TURN_END = _CODE["turn/start"], _CODE["turn/end"]
-_ASSISTANT, _TOOL_RESULT = _CODE["assistant/message"], _CODE["tool/result"]
+_TOOL_RESULT = _CODE["tool/result"]
 # A line nested deeper than this goes to the full pipeline (whose `freeze` refuses past
 # MAX_DEPTH 400); see `_decoded` for how it is found.
 _MAX_DEPTH = 300
@@ -79,17 +94,18 @@ _UTF8_BLOCK = 1 << 14
 # -- the typed records --------------------------------------------------------------------
 #
 # The check pass decodes every line into one of these: the envelope, and of the data only
-# what a rule reads. Constraints msgspec can state (safe integers, non-empty names, the
-# message roles and source kinds, no field a type may not carry) are stated here, so a
-# line that breaks one fails the decode and the full pipeline names the problem.
+# what a rule reads, typed as `schema` types them (`ENVELOPE_RULES`, the message shapes,
+# `row_fields`), so a line that breaks one of those rules fails the decode and the full
+# pipeline names the problem. What is typed here besides is a legacy shape (SPEC 7.3) or a
+# narrowing of the fast path, which sends more logs to the full pipeline, never fewer.
 
-_SAFE = Annotated[int, Meta(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)]
-_SEQ = Annotated[int, Meta(ge=0, le=MAX_SAFE_INTEGER)]
-_NAME = Annotated[str, Meta(min_length=1)]
-# The gaps of a packed row's member times, taken here only in [0, 2**31): then a member
-# time is safe whenever `time0 + members * 2**31` is (other gaps go to the full pipeline).
+# Narrowing: the gaps of a packed row's member times, taken here only in [0, 2**31), so
+# that one sum proves every member time of a stretch safe (`schema.Rows.gaps_within`).
+# It stands in for dt's type only while that is `list[SAFE_INT]`, which it refines: a
+# rule added on dt turns it off (`_narrowed`).
 _GAP_LIMIT = 1 << 31
 _GAP = Annotated[int, Meta(ge=0, lt=_GAP_LIMIT)]
+_GAPS_NARROWED = (("dt", list[SAFE_INT], list[_GAP]),)
 # No value is of this type: a field so typed must be absent.
 _ABSENT = Annotated[int, Meta(ge=1, le=0)]
 
@@ -108,26 +124,6 @@ class _TurnEnd(Plain):
 
 class _RequestHeader(Plain):
     reason: Any = UNSET  # "fallback" is retired
-
-
-class _Replace(Plain, forbid_unknown_fields=True):
-    op: Literal["replace"]
-    start: _SEQ
-    end: _SEQ
-
-
-class _TextRow(Plain, forbid_unknown_fields=True):
-    turn: _SAFE
-    step: _SAFE
-    index: _SAFE
-    dt: list[_GAP]
-    items: Annotated[list[str], Meta(min_length=1)] = msgspec.field(name="texts")
-
-
-class _ToolRow(_TextRow, forbid_unknown_fields=True, kw_only=True):
-    id: str
-    items: Annotated[list[str], Meta(min_length=1)] = msgspec.field(name="args")
-    name: str | UnsetType = UNSET
 
 
 _LEGACY_DATA: dict[str, Any] = {
@@ -152,6 +148,8 @@ def _event_struct(name: str) -> type[Struct]:
     """A line of type `name`: the envelope's fields typed by `schema.ENVELOPE_RULES`
     (`type` is the tag), its data by what the rules of that type read; the class
     attribute `code` is the type's index."""
+    # Narrowing: seqs, times, sources and replace ends as ints only (no integral floats,
+    # which the full pipeline converts); seq is checked by `first_misplaced`.
     required: list[tuple[str, Any] | tuple[str, Any, Any]] = [("seq", int)]
     optional: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     for rule in ENVELOPE_RULES:
@@ -162,21 +160,31 @@ def _event_struct(name: str) -> type[Struct]:
             required.append((rule.field, tp))
         else:
             optional.append((rule.field, tp | UnsetType, UNSET))
-    if name in SURFACE_SET:  # only integers in sourceEventSeqs (no integral floats)
-        required.append(("surfaceOp", Literal["append"] | _Replace))
-        optional.insert(0, ("sourceEventSeqs", list[_SEQ] | UnsetType, UNSET))
+    if name in SURFACE_SET:  # the surface fields of SPEC 4.1 steps 2, 3 and 5
+        required.append(("surfaceOp", Literal["append"] | ReplaceOp))
+        optional.insert(0, ("sourceEventSeqs", list[SEQ] | UnsetType, UNSET))
     return msgspec.defstruct(f"Event_{_CODE[name]}", required + optional, tag_field="type",
                              tag=name, forbid_unknown_fields=True, gc=False,
                              namespace={"code": _CODE[name]})
 
 
+def _narrowed(tag: str) -> tuple[tuple[str, Any], ...]:
+    """The narrowings of `_GAPS_NARROWED` that apply to a `tag` row: those whose field's
+    last rule has the type they refine."""
+    last = {r.field: r.type(Any) for r in ROW_RULES[tag] if isinstance(r, Rule)}
+    return tuple((field, narrow) for field, wide, narrow in _GAPS_NARROWED
+                 if last.get(field) == wide)
+
+
 def _row_struct(tag: str) -> type[Struct]:
-    """A packed row, its seq0 and time0 under the names of an event's seq and time."""
-    data = _ToolRow if tag == "tool-call-chunks" else _TextRow
-    return msgspec.defstruct(f"Row_{tag.replace('-', '_')}", [
-        ("seq", int, msgspec.field(name="seq0")), ("time", _SAFE, msgspec.field(name="time0")),
-        ("data", data)], tag_field="type", tag=tag, forbid_unknown_fields=True, gc=False,
-        namespace={"code": _ROW})
+    """A packed row, as `schema.row_fields` has it (narrowed, see `_narrowed`); the
+    class attribute `gaps_within` is `_GAP_LIMIT` when its gaps are narrowed."""
+    narrowed = _narrowed(tag)
+    return msgspec.defstruct(f"Row_{tag.replace('-', '_')}",
+                             row_fields(tag, narrowed=narrowed),
+                             tag_field="type", tag=tag, forbid_unknown_fields=True, gc=False,
+                             namespace={"code": _ROW, "row_tag": tag,
+                                        "gaps_within": _GAP_LIMIT if narrowed else None})
 
 
 def decoder() -> msgspec.json.Decoder[Any]:
@@ -433,21 +441,20 @@ def _envelopes(kept: Records, records: list[Any]) -> bytes | None:
     """
     codes = bytes(map(_CODE_OF, records))
 
-    # Packed rows (SPEC 7.1), as `expand_row` checks them: members, gaps, safe times.
+    # Packed rows (SPEC 7.1): what `schema.ROW_RULES` types the decode has checked; here
+    # the checks across a row's fields, for all the rows at once.
     is_row = codes.translate(_IS_ROW)
     rows = list(compress(records, is_row))
-    members = [len(r.data.items) for r in rows]
-    if rows and ([len(r.data.dt) for r in rows] != [m - 1 for m in members]
-                 or max(members) > MAX_ROW_MEMBERS
-                 or max(map(_TIME_OF, rows)) + max(members) * _GAP_LIMIT > MAX_SAFE_INTEGER):
+    members = [r.data.members for r in rows]
+    if rows and not _rows_ok(rows, members):
         return None
 
-    # Seqs run on from 0 across lines and row members.
+    # Seqs run on from 0 across lines and row members (SPEC 4.1 step 1).
     per_line = [1] * len(records)
     for k, m in zip(compress(count(), is_row), members, strict=True):
-        per_line[k] = m
+        per_line[k] = len(m)
     first_seq = list(accumulate(per_line, initial=kept.first_seq[-1]))
-    if list(map(_SEQ_OF, records)) != first_seq[:-1]:
+    if first_misplaced(list(map(_SEQ_OF, records)), first_seq[:-1], typed=True) is not None:
         return None
 
     # No legacy shape of SPEC 7.3 step 2, no retired request/header fallback.
@@ -456,6 +463,33 @@ def _envelopes(kept: Records, records: list[Any]) -> bytes | None:
     kept.codes += codes
     kept.first_seq += first_seq[1:]
     return codes
+
+
+def _rows_ok(rows: list[Any], members: list[Any]) -> bool:
+    """Whether `rows` (with their `members`) pass every check of `schema.ROW_RULES`
+    across a row's fields, each run on the rows of the tags it is listed for."""
+    checks = {tag: row_checks(tag) for tag in ROW_TAGS}
+    narrowed = {cls.row_tag: cls.gaps_within for cls in get_args(_DECODER.type)
+                if cls.code == _ROW}  # as the rows were decoded
+    tags_of: dict[Any, set[str]] = {}  # the tags each check is listed for
+    for tag, listed in checks.items():
+        for check in listed:
+            tags_of.setdefault(check, set()).add(tag)
+    columns: dict[frozenset[str], Rows] = {}  # the rows of those tags, as columns
+    for check, tags in tags_of.items():
+        key = frozenset(tags)
+        if key not in columns:
+            chosen, their = rows, members
+            if len(key) < len(checks):
+                keep = [r.row_tag in key for r in rows]
+                chosen, their = list(compress(rows, keep)), list(compress(members, keep))
+            within = {narrowed[tag] for tag in key}
+            columns[key] = Rows(list(map(_TIME_OF, chosen)), their,
+                                [r.data.dt for r in chosen],
+                                gaps_within=within.pop() if len(within) == 1 else None)
+        if check.broken(columns[key]) is not None:
+            return False
+    return True
 
 
 def _current(record: Any) -> bool:
@@ -511,7 +545,7 @@ class _Fold:
         surface = [records[k - first_line] for k in lines]
         if not _checks_hold(surface):
             return False
-        is_replace = [r.surfaceOp.__class__ is _Replace for r in surface]
+        is_replace = [r.surfaceOp.__class__ is ReplaceOp for r in surface]
         appends = list(compress(surface, map(operator.not_, is_replace)))
         if not self._sources_ok(appends):
             return False
@@ -535,23 +569,15 @@ class _Fold:
         return True
 
     def _sources_ok(self, appends: list[Any]) -> bool:
-        """SPEC 4.1 step 5 for the appends that cite sources: distinct seqs, each before
-        its event, and [] only from an assistant/message. While the cited seqs rise
-        through the log (the usual case) all lists are checked at once, else one by one."""
+        """SPEC 4.1 step 5 for the appends that cite sources (`check_sources_run`)."""
         citing = [r for r in appends if r.sourceEventSeqs is not UNSET]
-        lists = [r.sourceEventSeqs for r in citing]
-        if not all(lists) and any(r.code != _ASSISTANT for r in citing
-                                  if not r.sourceEventSeqs):
+        try:
+            self.cited = check_sources_run(
+                [TYPE_NAMES[r.code] for r in citing], list(map(_SEQ_OF, citing)),
+                [r.sourceEventSeqs for r in citing], above=self.cited, typed=True)
+        except AdmissionError:
             return False
-        if self.cited is not None:
-            flat = list(chain([self.cited], chain.from_iterable(lists)))
-            if all(map(operator.lt, flat, islice(flat, 1, None))):
-                self.cited = flat[-1]  # each list rises, so its seqs are distinct
-                return all(map(operator.lt, [cited[-1] for cited in lists if cited],
-                               [r.seq for r in citing if r.sourceEventSeqs]))
-            self.cited = None
-        return all(len(set(cited)) == len(cited) and max(cited) < r.seq
-                   for r, cited in zip(citing, lists, strict=True) if cited)
+        return True
 
     def _plan_replace(self, r: Any, line: int, nodes: list[int]) -> Plan | None:
         candidate: Mapping[str, Any]

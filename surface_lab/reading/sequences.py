@@ -13,7 +13,7 @@ import msgspec
 from ..chunks import expand_row
 from ..errors import CorruptLogError
 from ..events import Event, freeze_event, message_of
-from ..messages import Block, blocks_text, message_text
+from ..messages import Block, blocks_called_tools, blocks_text, called_tools, message_text
 from ..surface import PlanList
 from ..views import ReadOnlySequence
 from .codec import BadLine, parse_line
@@ -47,6 +47,7 @@ class _TextLine(msgspec.Struct, gc=False):
 
 _TEXT_DECODER = msgspec.json.Decoder(_TextLine)
 _NESTED_MESSAGE = frozenset({"assistant/message", "tool/result"})  # `data.message`
+_NO_TOOLS: frozenset[str] = frozenset()
 
 
 class LogEvents(ReadOnlySequence[Event]):
@@ -161,13 +162,17 @@ class LogEvents(ReadOnlySequence[Event]):
         of each line only its message content and source (not its sources, ids or other
         fields): what an audit reads of the entries a replace hid, at a fraction of
         `raw`'s cost."""
+        return [(text, source) for text, source, _ in self.message_parts(seqs)]
+
+    def message_parts(self, seqs: Iterable[int]) -> list[tuple[str, Any, frozenset[str]]]:
+        """`message_texts`, with the names of the tools each message calls."""
         starts, codes = self._records.starts, self._records.codes
         view = memoryview(self._data)
-        out: list[tuple[str, Any]] = []
+        out: list[tuple[str, Any, frozenset[str]]] = []
         for seq in seqs:
             record = self._record(seq)
             if codes[record] == ROW:  # a chunk: no message
-                out.append((message_text(self._item(seq)), None))
+                out.append((message_text(self._item(seq)), None, _NO_TOOLS))
                 continue
             try:
                 line = _TEXT_DECODER.decode(view[starts[record] : starts[record + 1] - 1])
@@ -175,14 +180,19 @@ class LogEvents(ReadOnlySequence[Event]):
                 event = self.raw(seq)
                 source = message_of(event)
                 out.append((message_text(event), source.get("source")
-                            if isinstance(source, Mapping) else None))
+                            if isinstance(source, Mapping) else None, frozenset(
+                                called_tools(source.get("content")))
+                            if isinstance(source, Mapping) and event.get("type")
+                            == "assistant/message" else _NO_TOOLS))
                 continue
             data = line.data
             message = data.message if line.type in _NESTED_MESSAGE and data else data
             if message is None:
-                out.append(("", None))
+                out.append(("", None, _NO_TOOLS))
                 continue
-            out.append((blocks_text(message.content), message.source))
+            out.append((blocks_text(message.content), message.source, frozenset(
+                blocks_called_tools(message.content))
+                if line.type == "assistant/message" else _NO_TOOLS))
         return out
 
     def line_view(self, seq: int) -> memoryview | None:
