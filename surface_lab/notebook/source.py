@@ -143,8 +143,11 @@ class LogData:
     def source_of(self, seq: int) -> Mapping[str, Any]:
         """The `source` of event `seq`'s message ({} when it has none)."""
         if isinstance(self.events, LogEvents):
-            self.texts([seq])
-            source = self.cache["sources"].get(seq)
+            known = self.cache.get("sources", {})
+            if seq not in known:  # (asked per entry: decode only what is not known yet)
+                self.texts([seq])
+                known = self.cache["sources"]
+            source = known.get(seq)
             return source if isinstance(source, Mapping) else {}
         return mapping_at(message_of(self.events[seq]), "source")
 
