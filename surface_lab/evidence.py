@@ -21,7 +21,7 @@ from .facts import DEFAULT_RULES, author_from, author_of, find_mentions
 from .gcpause import gc_paused
 from .messages import Block, blocks_text, message_text
 from .reading.lines import TYPE_NAMES
-from .reading.sequences import LogEvents
+from .reading.sequences import LogEvents, MessageLine
 from .surface import APPEND, LOG_ONLY, Plan, PlanList, apply_plan, plan_event
 
 __all__ = ["KINDS", "LostEvidence", "find_lost_evidence", "plan_log"]
@@ -192,25 +192,9 @@ def _known_entry(kind: str, text: str, appended: bool, source: Any) -> _Entry | 
     return _Entry(kind, text, None, (), answers, asks)
 
 
-# A packed log's surface line decoded of what `_entry` reads alone, the blocks typed; where
-# the text is known already, a tool result's or user message's line without its text.
-
-
-class _Message(msgspec.Struct, gc=False):
-    content: list[Block] | None = None
-    source: Any = None
-
-
-class _Data(msgspec.Struct, gc=False):
-    turn: Any = None
-    message: _Message | None = None  # assistant messages and tool results
-    content: list[Block] | None = None  # user and context messages
-    source: Any = None
-
-
-class _Line(msgspec.Struct, gc=False):
-    type: str
-    data: _Data | None = None
+# A packed log's surface line decoded of what `_entry` reads alone (`MessageLine`), the
+# blocks typed; where the text is known already, a tool result's or user message's line
+# without its text.
 
 
 class _BareBlock(msgspec.Struct, gc=False):
@@ -224,29 +208,13 @@ class _BareBlock(msgspec.Struct, gc=False):
     text: Any = UNSET  # (a user's text blocks: the walk reads it of assistant messages)
 
 
-class _BareMessage(msgspec.Struct, gc=False):
-    content: list[_BareBlock] | None = None
-    source: Any = None
-
-
-class _BareData(msgspec.Struct, gc=False):
-    turn: Any = None
-    message: _BareMessage | None = None
-    content: list[_BareBlock] | None = None
-    source: Any = None
-
-
-class _BareLine(msgspec.Struct, gc=False):
-    type: str
-    data: _BareData | None = None
-
-
-_LINE = msgspec.json.Decoder(_Line)
-_BARE = msgspec.json.Decoder(_BareLine)
+_LINE = msgspec.json.Decoder(MessageLine[Block])
+_BARE = msgspec.json.Decoder(MessageLine[_BareBlock])
 _UNKNOWN = object()  # a source not given
 
 
-def _typed_entry(line: _Line | _BareLine, text: str | None, appended: bool) -> _Entry:
+def _typed_entry(line: MessageLine[Block] | MessageLine[_BareBlock], text: str | None,
+                 appended: bool) -> _Entry:
     """`_entry` of the event a typed line holds (the same reading, over typed fields);
     `text` when known (a bare line is decoded only then)."""
     kind, data = line.type, line.data

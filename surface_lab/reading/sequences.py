@@ -6,7 +6,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from itertools import compress, count
-from typing import Any, cast
+from typing import Any, Generic, TypeVar, cast
 
 import msgspec
 
@@ -20,7 +20,8 @@ from .codec import BadLine, parse_line
 from .columns import EventColumns, event_columns
 from .lines import CODE, IS_SURFACE, ROW, TYPE_NAMES, Records
 
-__all__ = ["LineNumbers", "LogEvents", "PlanList"]  # PlanList: surface's
+# PlanList: surface's
+__all__ = ["LineData", "LineMessage", "LineNumbers", "LogEvents", "MessageLine", "PlanList"]
 
 _ROW_AS_CHUNK = bytes(range(255)) + bytes((CODE["assistant/chunk"],))  # members are chunks
 
@@ -29,23 +30,34 @@ _ROW_AS_CHUNK = bytes(range(255)) + bytes((CODE["assistant/chunk"],))  # members
 # the blocks typed (`messages.Block`).
 
 
-class _TextMessage(msgspec.Struct, gc=False):
-    content: list[Block] | None = None
+B = TypeVar("B")
+
+
+class LineMessage(msgspec.Struct, Generic[B], gc=False):
+    """A message of a stored line, its content as a list of blocks of type `B`."""
+
+    content: list[B] | None = None
     source: Any = None
 
 
-class _TextData(msgspec.Struct, gc=False):
-    message: _TextMessage | None = None
-    content: list[Block] | None = None
+class LineData(msgspec.Struct, Generic[B], gc=False):
+    """A stored line's data, of what the walks over messages read."""
+
+    turn: Any = None
+    message: LineMessage[B] | None = None  # assistant messages and tool results
+    content: list[B] | None = None  # user and context messages
     source: Any = None
 
 
-class _TextLine(msgspec.Struct, gc=False):
+class MessageLine(msgspec.Struct, Generic[B], gc=False):
+    """A stored line decoded of its type, turn and message alone (`message_texts` and
+    the evidence walk: `MessageLine[Block]`)."""
+
     type: str
-    data: _TextData | None = None
+    data: LineData[B] | None = None
 
 
-_TEXT_DECODER = msgspec.json.Decoder(_TextLine)
+_TEXT_DECODER = msgspec.json.Decoder(MessageLine[Block])
 _NESTED_MESSAGE = frozenset({"assistant/message", "tool/result"})  # `data.message`
 _NO_TOOLS: frozenset[str] = frozenset()
 
