@@ -614,7 +614,7 @@ def _collapsed(raw: Raw) -> Raw:
 
 # (order, natural key of the text, text, kind, count, series, score); order is -score
 # when the rules rank, else 0
-Ranked = tuple[float, list[Any], str, str, int, bool, float]
+Ranked = tuple[float, tuple[tuple[int, int, str], ...], str, str, int, bool, float]
 
 
 def _finish(raw: Raw, rules: FactRules, ignore: set[str] | frozenset[str]) -> list[Mention]:
@@ -655,15 +655,16 @@ def _ranked(counts: Raw, rules: FactRules, ignore: set[str] | frozenset[str]
     return out
 
 
-def _rank_key(item: Ranked) -> tuple[float, list[Any]]:
+def _rank_key(item: Ranked) -> tuple[float, tuple[tuple[int, int, str], ...]]:
     return item[0], item[1]
 
 
 @lru_cache(maxsize=1 << 16)
-def _natural(text: str) -> list[Any]:
-    """Sort key that puts handler_2 before handler_10 (remembered: mentions recur)."""
-    return [(0, int(part), "") if part.isdecimal() else (1, 0, part)
-            for part in _DIGIT_RUNS.split(text)]
+def _natural(text: str) -> tuple[tuple[int, int, str], ...]:
+    """Sort key that puts handler_2 before handler_10 (remembered: mentions recur, so it
+    is a tuple, which no caller can change under the cache)."""
+    return tuple((0, int(part), "") if part.isdecimal() else (1, 0, part)
+                 for part in _DIGIT_RUNS.split(text))
 
 
 _DIGIT_RUNS = re.compile(r"(\d+)")
