@@ -179,3 +179,12 @@ def test_a_read_changes_no_process_wide_state(monkeypatch: pytest.MonkeyPatch) -
         with contextlib.suppress(SurfaceLabError):
             read_log(path)
     assert calls == [] and sys.getrecursionlimit() == limit
+
+
+def test_detect_format_reads_a_deep_first_line_without_recursing(tmp_path: Path) -> None:
+    from surface_lab.importers import detect_format
+
+    for name in ("deep.jsonl", "deep.json"):
+        path = tmp_path / name
+        path.write_bytes(TestDeepNesting.DEEP + b"\n")
+        assert detect_format(path) is None

@@ -7,9 +7,10 @@ seed a `Session`; `import_any` dispatches on the detected or given format.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from .atif import import_atif, looks_like_atif
 from .claude_code import import_claude_code, looks_like_claude_code
@@ -46,8 +47,8 @@ def _first_records(path: Path) -> list[dict[str, Any]]:
         head = f.read(PEEK_BYTES)
     records = []
     for line in head.splitlines()[:50]:
-        try:
-            value = json.loads(line)
+        try:  # orjson refuses nesting past 1024 levels with a ValueError, never recursing
+            value = orjson.loads(line)
         except ValueError:
             continue
         if isinstance(value, dict):
@@ -77,7 +78,7 @@ def detect_format(path: str | Path) -> str | None:
             return "atif"
     if path.suffix == ".json" and path.stat().st_size < 64 * 1024 * 1024:
         try:
-            if looks_like_atif(json.loads(path.read_text(encoding="utf-8"))):
+            if looks_like_atif(orjson.loads(path.read_bytes())):
                 return "atif"
         except (ValueError, UnicodeDecodeError):
             return None
