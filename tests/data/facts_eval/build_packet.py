@@ -53,6 +53,8 @@ PACKET = HERE / "packet"
 # A hidden item's text, head and tail around a marker: (most items in the replace, chars
 # each), so that the few replaces hiding hundreds of entries stay readable in one sitting.
 ITEM_CHARS = ((40, 1500), (120, 700), (10**9, 500))
+EARLIER_SUMMARY_CHARS = 3000  # a hidden earlier summary carries many facts at once
+PRUNED_ITEM_CHARS = 6000  # a pruned result: its middle is what was lost, so show more of it
 MIN_HIDDEN_CHARS = 200   # a replay's rewrite of one result hiding less is not chosen
 SUMMARY_CHARS = 16000    # the replacement itself: the "kept" judgement needs all of it
 CALL_CHARS = 240         # the call named above a tool result
@@ -626,7 +628,10 @@ def build(replaces: list[Replace]) -> dict[str, str]:
         calls, results = calls_of(r.events), result_of(r.events)
         replace_seqs = {s for s, _, _ in fold_replaces(r.events)}
         limit = next(chars for most, chars in ITEM_CHARS if len(r.run) <= most)
-        hidden = [describe(r, s, limit, calls, replace_seqs) for s in r.run]
+        if r.policy.startswith("Prune("):
+            limit = PRUNED_ITEM_CHARS
+        hidden = [describe(r, s, EARLIER_SUMMARY_CHARS if s in replace_seqs else limit,
+                           calls, replace_seqs) for s in r.run]
         summary = describe(r, r.seq, SUMMARY_CHARS, calls, replace_seqs)
         summary["role"] = "rewritten tool result" if r.events[r.seq]["type"] == "tool/result" \
             else "summary"
