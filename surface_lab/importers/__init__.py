@@ -7,10 +7,9 @@ seed a `Session`; `import_any` dispatches on the detected or given format.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
-
-import orjson
 
 from .atif import import_atif, looks_like_atif
 from .claude_code import import_claude_code, looks_like_claude_code
@@ -47,9 +46,9 @@ def _first_records(path: Path) -> list[dict[str, Any]]:
         head = f.read(PEEK_BYTES)
     records = []
     for line in head.splitlines()[:50]:
-        try:  # orjson refuses nesting past 1024 levels with a ValueError, never recursing
-            value = orjson.loads(line)
-        except ValueError:
+        try:  # the lenient stdlib parser (a lone surrogate is the importer's to name)
+            value = json.loads(line)
+        except (ValueError, RecursionError):  # RecursionError: a line nested too deep
             continue
         if isinstance(value, dict):
             records.append(value)
@@ -78,9 +77,9 @@ def detect_format(path: str | Path) -> str | None:
             return "atif"
     if path.suffix == ".json" and path.stat().st_size < 64 * 1024 * 1024:
         try:
-            if looks_like_atif(orjson.loads(path.read_bytes())):
+            if looks_like_atif(json.loads(path.read_text(encoding="utf-8"))):
                 return "atif"
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
             return None
     return None
 
