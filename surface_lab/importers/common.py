@@ -223,6 +223,7 @@ class Builder:
         self.step_key: Any = None
         self.call_seq: dict[str, int] = {}
         self.call_place: dict[str, tuple[int, int]] = {}
+        self.answered: set[str] = set()
         self.origins: dict[int, dict[str, Any]] = {}
         self.notes: list[Problem] = []
         self.problems: list[Problem] = []
@@ -370,12 +371,41 @@ class Builder:
         if not self.turn_open:
             self.open_turn()
         data = self.tool_result_data(message_id, call_id, content, is_error)
+        self.answered.add(call_id)
         if call_id in self.call_seq:
             return self._append("tool/result", data, origin, surface_op="append",
                                 source_event_seqs=[self.call_seq[call_id]])
         self.problem("orphan-tool-result", f"a result for call {call_id!r}, which was never "
                      f"seen", line=origin.get("line"))
         return self._append("tool/result", data, origin, surface_op="append")
+
+    def lost_results(self, found: Mapping[str, Mapping[str, Any]]) -> None:
+        """`tool-result-lost` for each tool call written whose result the source holds
+        (`found`: call id -> `{file, line, id}` of the source record with the result) but
+        which no `tool/result` answers."""
+        for call_id in self.call_seq:
+            where = found.get(call_id)
+            if where is None or call_id in self.answered:
+                continue
+            self.problems.append(Problem("error", "tool-result-lost", printable(
+                f"record {where.get('id')}: the result of tool call {call_id!r} is in the "
+                f"source but not on the imported surface"),
+                str(where.get("file") or self.path), where.get("line")))
+
+    def _unanswered(self) -> None:
+        """`unanswered-tool-call` for each call still without its result at a request
+        point (contract.unanswered_tool_calls), located at the call's source record."""
+        from ..contract import unanswered_tool_calls
+
+        assert self.session is not None
+        for finding in unanswered_tool_calls(self.session.events):
+            at = finding.related if finding.related is not None else finding.seq
+            origin = self.origins.get(at) or {}
+            self.problems.append(Problem(
+                "error", finding.rule, printable(
+                    f"record {origin.get('id')}: {finding.message}"),
+                str(origin.get("file") or self.path), origin.get("line"), finding.seq,
+                "assistant/message"))
 
     # -- compactions ---------------------------------------------------------------
 
@@ -478,6 +508,7 @@ class Builder:
             self.note("final-turn-open", "the source does not show the last turn finished; "
                       "read_log shows closers for it")
         self._omission_notes()
+        self._unanswered()
         result = ImportResult(
             self.format, self.session.header, list(self.session.events),
             sources=[{"path": str(p), "sha256": sha256_file(p)} for p in sources],
