@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .events import message_of
+from .problems import Problem
 from .surface import Replacement, fold_surface
 
-__all__ = ["CLOSER_CODES", "Finding", "check_loop_contract", "unanswered_tool_calls"]
+__all__ = ["CLOSER_CODES", "Finding", "check_loop_contract", "unanswered_tool_call_problems",
+           "unanswered_tool_calls"]
 
 # The error codes of the synthetic results that close a call an interruption left open
 # (repair.interrupted_turn_closers).
@@ -191,3 +193,17 @@ def unanswered_tool_calls(events: Sequence[Mapping[str, Any]], *,
                 pending.pop(call_id, None)
                 answer_of[seq] = call_id
     return sorted(found.values(), key=lambda f: f.seq)
+
+
+def unanswered_tool_call_problems(events: Sequence[Mapping[str, Any]], *, path: str,
+                                  lines: Sequence[int] | None = None,
+                                  replacements: Sequence[Replacement] | None = None
+                                  ) -> list[Problem]:
+    """`unanswered_tool_calls` as `validate` and `convert` report them: an `error` problem
+    per call, located at the request point (file, line, seq)."""
+    out = []
+    for finding in unanswered_tool_calls(events, replacements=replacements):
+        line = lines[finding.seq] if lines is not None and finding.seq < len(lines) else None
+        out.append(Problem("error", finding.rule, finding.message, path, line, finding.seq,
+                           "assistant/message"))
+    return out
