@@ -13,6 +13,7 @@ from .common import (
     Builder,
     ImportError_,
     ImportResult,
+    SubagentLink,
     compact_json,
     image_block,
     parse_time,
@@ -21,7 +22,7 @@ from .common import (
 )
 from .planner import Keep, New
 
-__all__ = ["import_claude_code", "looks_like_claude_code"]
+__all__ = ["import_claude_code", "looks_like_claude_code", "subagent_files"]
 
 CHAIN_TYPES = {"user", "assistant", "system", "attachment", "progress"}
 # Attachment types Claude Code renders to nothing for the model (versioned by hand:
@@ -65,6 +66,12 @@ def _content(content: Any, *, assistant: bool = False) -> list[dict[str, Any]]:
     return out
 
 
+def _blocks(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    content = mapping_at(record, "message").get("content")
+    return [c for c in content if isinstance(c, Mapping)] if isinstance(content, list) \
+        else []
+
+
 def _text_of(record: Mapping[str, Any]) -> str:
     message = mapping_at(record, "message")
     content = message.get("content")
@@ -102,7 +109,9 @@ class _Graph:
              primary: bool) -> None:
         for number, record in lines:
             uuid = record.get("uuid")
-            if record.get("type") not in CHAIN_TYPES or not isinstance(uuid, str):
+            kind = record.get("type")
+            if not isinstance(kind, str) or kind not in CHAIN_TYPES \
+                    or not isinstance(uuid, str):
                 if primary:
                     self.metadata.append((number, str(record.get("type"))))
                 continue
@@ -155,6 +164,11 @@ class _Graph:
             seen.add(parent)
             parent = self.records[parent].get("parentUuid")
         return parent if isinstance(parent, str) else None
+
+    def results_of(self, uuid: str) -> list[str]:
+        """The tool_use ids a user record answers."""
+        return [str(c.get("tool_use_id")) for c in _blocks(self.records[uuid])
+                if c.get("type") == "tool_result"]
 
     def message_id(self, uuid: str) -> str | None:
         """The API response id of an assistant record (streaming writes one record per
@@ -309,7 +323,7 @@ def _path(g: _Graph, b: Builder, leaf: str, *, subagent: bool) -> list[str]:
         record = g.records[at]
         if at in boundaries:
             crossed.add(at)
-            kept_list = kept[at][0]
+            kept_list = [u for u in kept[at][0] if u in g.records]
             if kept_list:
                 # K_B at its pre-compaction place, even if the walk already met a record
                 # of it after the boundary (that later copy is dropped below).
@@ -445,7 +459,8 @@ def _default_leaf(g: _Graph) -> tuple[str | None, list[dict[str, Any]],
 def import_claude_code(source: str | Path, *, leaf: str | None = None,
                        tombstones: bool = False, strict: bool = False,
                        keep_api_errors: bool = False,
-                       project_dir: str | Path | None = None) -> ImportResult:
+                       project_dir: str | Path | None = None,
+                       subagents: bool = False) -> ImportResult:
     """Import a Claude Code session transcript, or a subagent's.
 
     Args:
@@ -461,6 +476,9 @@ def import_claude_code(source: str | Path, *, leaf: str | None = None,
             a compaction whose logical parent is in another transcript there is
             followed into it. By default the walk stops there
             (`boundary-without-logical-parent`).
+        subagents: also import each subagent file of the session
+            (`<session>/subagents/agent-*.jsonl` beside it) into its
+            `ImportResult.subagents` link; the links themselves are always listed.
 
     Raises:
         ImportError_: `format-unsupported` for a file that is not a transcript,
@@ -637,13 +655,90 @@ def import_claude_code(source: str | Path, *, leaf: str | None = None,
     if attachments:
         b.note("approximate-attachment", f"{attachments} attachment(s) rendered as "
                f"approximate context messages")
-    stop = (last or {}).get("message", {}).get("stop_reason") if last else None
-    if last is not None and last.get("type") == "assistant" and stop in ENDING:
+    stop = mapping_at(last, "message").get("stop_reason") if last else None
+    if last is not None and last.get("type") == "assistant" and isinstance(stop, str) \
+            and stop in ENDING:
         b.close_turn(ENDING[str(stop)])
     selection = {"leaf": chosen, "leaves": side_leaves if subagent else leaves,
                  "subagents": [] if subagent else side_leaves}
-    return b.result([path, *g.extra_files], selection, finished=False, strict=strict,
-                    empty_reason=_empty_reason(g, b))
+    links = [] if subagent else _subagents(g, b, path, imported=subagents)
+    result = b.result([path, *g.extra_files], selection, finished=False, strict=strict,
+                      empty_reason=_empty_reason(g, b))
+    result.subagents = links
+    return result
+
+
+def subagent_files(path: Path) -> list[Path]:
+    """The subagent transcripts Claude Code keeps for session file `path`:
+    `<session-stem>/subagents/agent-*.jsonl` beside it (regular files inside that folder
+    only; a symlink out of it is not followed)."""
+    folder = path.parent / path.stem / "subagents"
+    if folder.is_symlink() or not folder.is_dir():
+        return []
+    inside = folder.resolve()
+    return [f for f in sorted(folder.glob("agent-*.jsonl"))
+            if not f.is_symlink() and f.is_file() and f.resolve().parent == inside]
+
+
+def _subagents(g: _Graph, b: Builder, path: Path, *, imported: bool) -> list[SubagentLink]:
+    """Link each subagent file to what started it, as Claude Code does: the Task call
+    whose result names the agent (`toolUseResult.agentId`), else the call whose prompt is
+    the subagent's first prompt; a compaction's summarizer (`agent-acompact-*`) to the
+    first boundary at or after its start."""
+    by_agent: dict[str, str] = {}
+    by_prompt: dict[str, str] = {}
+    boundaries: list[tuple[int, str]] = []
+    for uuid, record in g.records.items():
+        if g.file[uuid] != path or record.get("isSidechain"):
+            continue
+        if record.get("subtype") == "compact_boundary":
+            boundaries.append((parse_time(record.get("timestamp")) or 0, uuid))
+        agent = mapping_at(record, "toolUseResult").get("agentId")
+        if record.get("type") == "user" and isinstance(agent, str):
+            for call in g.results_of(uuid):
+                by_agent.setdefault(agent, call)
+        for block in _blocks(record) if record.get("type") == "assistant" else []:
+            prompt = mapping_at(block, "input").get("prompt")
+            if block.get("type") == "tool_use" and isinstance(prompt, str) \
+                    and isinstance(block.get("id"), str):
+                by_prompt.setdefault(prompt, str(block["id"]))
+    links: list[SubagentLink] = []
+    for file in subagent_files(path):
+        side = Builder("claude-code", str(file))
+        lines = read_jsonl(file, side)
+        records = [r for _, r in lines if isinstance(r.get("uuid"), str)]
+        agent = next((r["agentId"] for r in records if isinstance(r.get("agentId"), str)),
+                     file.stem.removeprefix("agent-"))
+        link = SubagentLink(str(file), agent, "compaction" if agent.startswith("acompact")
+                            else "task")
+        if link.role == "compaction":
+            start = next((t for r in records if (t := parse_time(r.get("timestamp")))), 0)
+            after = sorted(t_u for t_u in boundaries if t_u[0] >= start)
+            if after:
+                link.compaction_id, link.matched_by = after[0][1], "time"
+        else:
+            first = next((r for r in records if r.get("type") == "user"), None)
+            prompt = _text_of(first) if first is not None else ""
+            if agent in by_agent:
+                link.call_id, link.matched_by = by_agent[agent], "agentId"
+            elif prompt in by_prompt:
+                link.call_id, link.matched_by = by_prompt[prompt], "prompt"
+            if link.call_id is not None:
+                link.call_seq = b.call_seq.get(link.call_id)
+        if link.matched_by is None:
+            b.note("subagent-unlinked", printable(
+                f"subagent file {file.name}: no {link.role} of the session started it"))
+        if imported:
+            link.result = import_claude_code(file)
+        links.append(link)
+    if links:
+        b.note("subagents", printable(
+            f"{len(links)} subagent file(s) beside the session: " + ", ".join(
+                f"{Path(k.path).name} ({k.role}"
+                + (f", call {k.call_id}" if k.call_id else "")
+                + (f", compaction {k.compaction_id}" if k.compaction_id else "") + ")"
+                for k in links) + ("" if imported else "; subagents=True imports them")))
+    return links
 
 
 def _source_results(g: _Graph, subagent: bool) -> dict[str, dict[str, Any]]:

@@ -19,8 +19,8 @@ from ..problems import Problem
 from ..session import Session
 from .planner import TOMBSTONE, Keep, New, Replace, plan
 
-__all__ = ["OMISSIONS", "Builder", "ImportError_", "ImportResult", "parse_time",
-           "printable", "sha256_file"]
+__all__ = ["OMISSIONS", "Builder", "ImportError_", "ImportResult", "SubagentLink",
+           "parse_time", "printable", "sha256_file"]
 
 MAX_SOURCE_LINE = 64 * 1024 * 1024
 # Why a source record can be left out of an import; each reason is also the code of the
@@ -84,6 +84,29 @@ def parse_time(value: Any) -> int | None:
 
 
 @dataclass
+class SubagentLink:
+    """A subagent transcript of a session (`<session>/subagents/agent-*.jsonl`) and what
+    started it."""
+
+    path: str
+    agent_id: str
+    role: str
+    """`task` (started by a Task/Agent tool call) or `compaction` (the summarizer of a
+    compaction, `agent-acompact-*`)."""
+    call_id: str | None = None
+    """The tool call that started it (role `task`), when found."""
+    call_seq: int | None = None
+    """That call's `tool/call` seq in the session's import (None when off the path)."""
+    compaction_id: str | None = None
+    """The compaction it summarized (role `compaction`), when found."""
+    matched_by: str | None = None
+    """How the link was found: `agentId` (the call's result names the agent), `prompt`
+    (the subagent's first prompt is the call's), `time` (a compaction's), or None."""
+    result: ImportResult | None = None
+    """The subagent imported as a session of its own, when asked for."""
+
+
+@dataclass
 class ImportResult:
     """An imported session: a valid surface log and what the import knows about it."""
 
@@ -99,6 +122,8 @@ class ImportResult:
     omitted: list[dict[str, Any]] = field(default_factory=list)
     """One row per source record the import left out: `{reason, kind, file, line, id}`
     (`reason` is a key of `OMISSIONS`)."""
+    subagents: list[SubagentLink] = field(default_factory=list)
+    """The session's subagent files and the calls that started them (Claude Code)."""
 
     @property
     def is_empty(self) -> bool:
