@@ -16,6 +16,7 @@ from .common import (
     SubagentLink,
     compact_json,
     image_block,
+    no_foreign_errors,
     parse_time,
     printable,
     read_jsonl,
@@ -456,6 +457,7 @@ def _default_leaf(g: _Graph) -> tuple[str | None, list[dict[str, Any]],
     return chosen, rows(candidates), rows(side)
 
 
+@no_foreign_errors
 def import_claude_code(source: str | Path, *, leaf: str | None = None,
                        tombstones: bool = False, strict: bool = False,
                        keep_api_errors: bool = False,

@@ -4,13 +4,14 @@ tool-call bookkeeping, origins, notes and problems, and compaction brackets."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from ..errors import SurfaceLabError
 from ..events import Event
@@ -22,6 +23,8 @@ from .planner import TOMBSTONE, Keep, New, Replace, plan
 __all__ = ["OMISSIONS", "Builder", "ImportError_", "ImportResult", "SubagentLink",
            "parse_time", "printable", "sha256_file"]
 
+P = ParamSpec("P")
+R = TypeVar("R")
 MAX_SOURCE_LINE = 64 * 1024 * 1024
 # Why a source record can be left out of an import; each reason is also the code of the
 # note that counts it (a user must never lose content silently).
@@ -46,6 +49,32 @@ SHOWN_PLACES = 5
 
 class ImportError_(SurfaceLabError):
     """A source the importer cannot read at all (its code names the reason)."""
+
+
+# What a bug in an importer looks like when odd input reaches it (a field of another
+# type than the format says); the package's own errors pass through untouched.
+FOREIGN_ERRORS = (TypeError, KeyError, AttributeError, ValueError, IndexError,
+                  ArithmeticError, RecursionError)
+
+
+def no_foreign_errors(importer: Callable[P, R]) -> Callable[P, R]:
+    """An importer that never lets a foreign exception out: one that escapes its own
+    checks becomes an `ImportError_` (`importer-error`) naming the file, chained to it."""
+
+    @functools.wraps(importer)
+    def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return importer(*args, **kwargs)
+        except SurfaceLabError:
+            raise
+        except FOREIGN_ERRORS as err:
+            source = args[0] if args else kwargs.get("source")
+            raise ImportError_(printable(
+                f"{source}: cannot import: {type(err).__name__} ({err}) on a record of an "
+                f"unexpected shape; please report it with the file"),
+                code="importer-error", path=str(source)) from err
+
+    return guarded
 
 
 def compact_json(value: Any) -> str:
