@@ -21,7 +21,7 @@ from ..session import Session
 from .planner import TOMBSTONE, Keep, New, Replace, plan
 
 __all__ = ["OMISSIONS", "Builder", "ImportError_", "ImportResult", "SubagentLink",
-           "parse_time", "printable", "sha256_file"]
+           "first_record_time", "parse_time", "printable", "sha256_file"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -110,6 +110,28 @@ def parse_time(value: Any) -> int | None:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return int(parsed.timestamp() * 1000)
+
+
+def first_record_time(path: Path, *, max_bytes: int = 1 << 20) -> int | None:
+    """Epoch ms of the first top-level `timestamp` among the first lines of a JSONL source
+    (Claude Code and Codex records carry ISO strings there; Claude's first line is often
+    an undated `file-history-snapshot`); None when none is found. Reads at most
+    `max_bytes`; never raises for a bad file."""
+    import orjson
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(max_bytes)
+    except OSError:
+        return None
+    for line in head.splitlines():
+        try:
+            record = orjson.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and (time := parse_time(record.get("timestamp"))):
+            return time
+    return None
 
 
 @dataclass

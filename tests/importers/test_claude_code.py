@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -441,3 +442,24 @@ def test_a_foreign_exception_inside_the_importer_becomes_a_located_import_error(
     with pytest.raises(ImportError_, match=r"s\.jsonl: cannot import: KeyError") as caught:
         import_claude_code(path)
     assert caught.value.code == "importer-error" and caught.value.path == str(path)
+
+
+class TestDates:
+    def test_events_carry_the_records_times_and_the_header_the_first(self, tmp_path: Path
+                                                                      ) -> None:
+        result = import_claude_code(_write(tmp_path / "s.jsonl", _interleaved()))
+        first = int(datetime(2026, 2, 1, 10, 0, tzinfo=UTC).timestamp() * 1000)
+        assert result.header["createdAt"] == first
+        times = {result.origins[e["seq"]]["id"]: e["time"] for e in result.events
+                 if e["seq"] in result.origins}
+        assert times["a3"] == first + 7000
+
+    def test_the_corpus_dates_a_session_by_its_first_dated_record(self, tmp_path: Path
+                                                                  ) -> None:
+        from surface_lab.corpus import plan_tasks
+
+        undated = {"type": "file-history-snapshot", "messageId": "m",
+                   "snapshot": {"timestamp": "2020-01-01T00:00:00Z"}}
+        path = _write(tmp_path / "s.jsonl", [undated, *_interleaved()])
+        [task] = plan_tasks([path])
+        assert task.date == "2026-02-01"
