@@ -407,6 +407,7 @@ def _responses(g: _Graph, path: list[str]) -> tuple[list[str], int]:
                    and bool(g.records[u].get("isSidechain")) == side]
         out += members
         placed.update(members)
+        hooked: list[str] = []  # after all the results: a tool result comes first
         for member in members:
             for call in g.calls_of.get(member, []):
                 found = [r for r in g.results_for.get(call, [])
@@ -417,7 +418,25 @@ def _responses(g: _Graph, path: list[str]) -> tuple[list[str], int]:
                 if chosen not in placed:
                     out.append(chosen)
                     placed.add(chosen)
+                    if chosen not in on:
+                        hooked += _attachments_under(g, chosen, on, placed)
+        out += hooked
     return out, sum(1 for u in out if u not in on)
+
+
+def _attachments_under(g: _Graph, result: str, on: set[str], placed: set[str]) -> list[str]:
+    """The attachment records (hook output, diagnostics) hanging under a result the chain
+    does not reach, through progress records: context the model received with it."""
+    out: list[str] = []
+    stack = list(reversed(g.kids.get(result, [])))
+    while stack:
+        kid = stack.pop()
+        if kid in on or kid in placed or g.records[kid].get("type") != "attachment":
+            continue
+        out.append(kid)
+        placed.add(kid)
+        stack += reversed(g.kids.get(kid, []))
+    return out
 
 
 def _default_leaf(g: _Graph) -> tuple[str | None, list[dict[str, Any]],

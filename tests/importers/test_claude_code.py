@@ -135,6 +135,19 @@ class TestResponsesAndResults:
         # the hook-ended branches are not offered as other leaves
         assert [c["uuid"] for c in result.selection["leaves"]] == ["a5"]
 
+    def test_an_attachment_under_a_result_off_the_chain_comes_back_with_it(
+            self, tmp_path: Path) -> None:
+        records = _hooked_response()
+        hook_context = _rec("x1", "h5", "attachment", 10, attachment={
+            "type": "hook_additional_context", "content": ["lint: 2 warnings"]})
+        records.insert(11, hook_context)  # under r1's hook progress, a dead end
+        result = import_claude_code(_write(tmp_path / "s.jsonl", records))
+        check_invariants(result)
+        # after all the results of the response: the API wants the results first
+        assert final_view(result) == ["u1", "a1", "a2", "a3", "a4", "r1", "r2", "r3", "x1",
+                                      "a5"]
+        assert result.problems == []
+
     def test_a_response_interleaved_with_its_results_is_one_step_then_its_results(
             self, tmp_path: Path) -> None:
         result = import_claude_code(_write(tmp_path / "s.jsonl", _interleaved()))
