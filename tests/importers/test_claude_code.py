@@ -476,3 +476,15 @@ class TestDates:
         path = _write(tmp_path / "s.jsonl", [undated, *_interleaved()])
         [task] = plan_tasks([path])
         assert task.date == "2026-02-01"
+
+
+def test_convert_then_validate_a_hooked_session_reports_no_problem(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from surface_lab.cli import main
+
+    path = _write(tmp_path / "s.jsonl", _hooked_response())
+    out = tmp_path / "out.jsonl"
+    assert main(["convert", str(path), "-o", str(out)]) == 0
+    assert "0 problem(s)" in capsys.readouterr().err
+    assert main(["validate", str(out)]) == 0
+    assert "unanswered-tool-call" not in capsys.readouterr().out
