@@ -290,6 +290,9 @@ def _message_item(b: Builder, message: Mapping[str, Any], item_id: str,
         return context(_bash_text(message), "bash-execution")
     if role in ("custom", "hookMessage"):
         return context(_blocks(content), f"custom:{message.get('customType')}")
+    if role == "compactionSummary" and message.get("summary"):
+        return context(SUMMARY_PREFIX + str(message["summary"]) + SUMMARY_SUFFIX,
+                       "compaction-summary")
     if role == "branchSummary" and message.get("summary"):
         return context(BRANCH_PREFIX + str(message["summary"]) + "</summary>",
                        "branch-summary")

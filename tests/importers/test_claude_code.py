@@ -243,6 +243,20 @@ def test_every_result_in_the_source_is_on_the_surface_at_the_next_request(path: 
 
 
 @needs_shared
+@pytest.mark.parametrize("path", _shared_claude_files(), ids=lambda p: p.name[-60:])
+def test_every_line_of_a_shared_session_is_imported_or_left_out_with_a_reason(
+        path: Path, tmp_path: Path) -> None:
+    from surface_lab.cli import main
+
+    from .test_real_shapes import unaccounted_lines
+
+    assert unaccounted_lines(import_claude_code(path), path) == set()
+    out = tmp_path / "out.jsonl"
+    assert main(["convert", str(path), "-o", str(out)]) == 0
+    assert main(["validate", str(out)]) == 0
+
+
+@needs_shared
 def test_the_real_sessions_hold_many_results_off_the_chain() -> None:
     """The test above is not vacuous: the real sessions have results the parentUuid chain
     from the leaf does not reach (they hang under hook progress records)."""
