@@ -384,14 +384,21 @@ def _path(g: _Graph, b: Builder, leaf: str, *, subagent: bool) -> list[str]:
     return out
 
 
-def _responses(g: _Graph, path: list[str]) -> tuple[list[str], int]:
+def _responses(g: _Graph, path: list[str], until: str | None = None
+               ) -> tuple[list[str], int]:
     """Rebuild each response on the path and its results as Claude Code does on resume:
     all records of one `message.id` (one per content block, written in file order) at the
     place of the first one the path meets, then the results of its tool calls by
     `tool_use_id` (the path's own result record when it has one, else the latest in the
     file), wherever progress, hook and attachment records left them in the parentUuid
-    chain. Returns the path and how many records it brought back."""
+    chain. With `until` (a leaf the caller picked), nothing written after it in its file
+    is brought back. Returns the path and how many records it brought back."""
     on = set(path)
+
+    def written(uuid: str) -> bool:
+        return until is None or uuid in on or g.file[uuid] != g.file[until] \
+            or g.order[uuid] <= g.order[until]
+
     out: list[str] = []
     placed: set[str] = set()
     for uuid in path:
@@ -404,14 +411,14 @@ def _responses(g: _Graph, path: list[str]) -> tuple[list[str], int]:
             continue
         side = bool(g.records[uuid].get("isSidechain"))
         members = [u for u in g.by_message.get(message_id, [uuid]) if u not in placed
-                   and bool(g.records[u].get("isSidechain")) == side]
+                   and bool(g.records[u].get("isSidechain")) == side and written(u)]
         out += members
         placed.update(members)
         hooked: list[str] = []  # after all the results: a tool result comes first
         for member in members:
             for call in g.calls_of.get(member, []):
                 found = [r for r in g.results_for.get(call, [])
-                         if bool(g.records[r].get("isSidechain")) == side]
+                         if bool(g.records[r].get("isSidechain")) == side and written(r)]
                 if not found:
                     continue
                 chosen = next((r for r in found if r in on), found[-1])
@@ -523,7 +530,7 @@ def import_claude_code(source: str | Path, *, leaf: str | None = None,
     subagent = chosen is not None and bool(g.records[chosen].get("isSidechain"))
     uuids = _path(g, b, chosen, subagent=subagent) if chosen is not None else []
     walked = set(uuids)
-    uuids, recovered = _responses(g, uuids)
+    uuids, recovered = _responses(g, uuids, chosen if leaf is not None else None)
     if recovered:
         b.note("parallel-tool-results", f"{recovered} record(s) of responses and their tool "
                f"results (blocks and results the parentUuid chain does not reach) brought "

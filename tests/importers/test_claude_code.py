@@ -148,6 +148,11 @@ class TestResponsesAndResults:
                                       "a5"]
         assert result.problems == []
 
+    def test_a_leaf_picked_inside_a_response_brings_back_nothing_written_after_it(
+            self, tmp_path: Path) -> None:
+        path = _write(tmp_path / "s.jsonl", _hooked_response())
+        assert final_view(import_claude_code(path, leaf="a3")) == ["u1", "a1", "a2", "a3"]
+
     def test_a_response_interleaved_with_its_results_is_one_step_then_its_results(
             self, tmp_path: Path) -> None:
         result = import_claude_code(_write(tmp_path / "s.jsonl", _interleaved()))
