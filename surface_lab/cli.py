@@ -139,12 +139,23 @@ def _validate(name: str | Path, counts: dict[str, int]) -> None:
             _out(str(_problem(err, _label(path, session_id))))
             counts["INVALID"] += 1
             continue
-        for problem in log.problems:
+        unanswered = _unanswered(log)
+        for problem in [*log.problems, *unanswered]:
             _out(str(problem))
-        verdict = "valid" if log.valid else "INVALID"
+        verdict = "valid" if log.valid and not unanswered else "INVALID"
         counts[verdict] += 1
         _out(f"{_label(path, session_id)}: {verdict}: {len(log.events)} events, "
              f"{len(log.fold.nodes)} surface entries, {log.form} form", sys.stderr)
+
+
+def _unanswered(log: LogReading) -> list[Problem]:
+    """Tool calls still unanswered when the model is asked again (the closers a crash
+    needs count as answers)."""
+    from .contract import unanswered_tool_call_problems
+
+    return unanswered_tool_call_problems([*log.events, *log.closers], path=log.path,
+                                         lines=log.lines,
+                                         replacements=log.fold.replacements)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -271,6 +282,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
     for r in bad:
         for p in r.problems:
             _out(str(p))
+    unanswered = [p for r in readings if r.valid for p in _unanswered(r)]
+    for p in unanswered:  # converted as they are, but said
+        _out(str(p))
     if bad:
         _out(f"{args.src}: not converted: {len(bad)} invalid log(s); run surface-lab repair "
              f"--write first", sys.stderr)
@@ -287,7 +301,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
             store.create(header)
             store.append(r.session_id, r.events)
     total = sum(len(r.events) for r in readings)
-    _out(f"{args.src} -> {target}: {len(readings)} session(s), {total} events", sys.stderr)
+    said = f", {len(unanswered)} problem(s)" if unanswered else ""
+    _out(f"{args.src} -> {target}: {len(readings)} session(s), {total} events{said}",
+         sys.stderr)
     return 0
 
 

@@ -123,6 +123,10 @@ def _refs(path: Path) -> list[SessionRef]:
                     created = parse_time(header["timestamp"])
     except (OSError, ValueError, RecursionError, SurfaceLabError):
         created = 0
+    if not created and path.is_file() and path.suffix == ".jsonl":
+        from .importers.common import first_record_time  # another agent's log: its own time
+
+        created = first_record_time(path) or 0
     return [SessionRef(str(path), None, _date(created), size,
                        session_id if isinstance(session_id, str) else None)]
 

@@ -13,15 +13,17 @@ from .common import (
     Builder,
     ImportError_,
     ImportResult,
+    SubagentLink,
     compact_json,
     image_block,
+    no_foreign_errors,
     parse_time,
     printable,
     read_jsonl,
 )
 from .planner import Keep, New
 
-__all__ = ["import_claude_code", "looks_like_claude_code"]
+__all__ = ["import_claude_code", "looks_like_claude_code", "subagent_files"]
 
 CHAIN_TYPES = {"user", "assistant", "system", "attachment", "progress"}
 # Attachment types Claude Code renders to nothing for the model (versioned by hand:
@@ -65,6 +67,12 @@ def _content(content: Any, *, assistant: bool = False) -> list[dict[str, Any]]:
     return out
 
 
+def _blocks(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    content = mapping_at(record, "message").get("content")
+    return [c for c in content if isinstance(c, Mapping)] if isinstance(content, list) \
+        else []
+
+
 def _text_of(record: Mapping[str, Any]) -> str:
     message = mapping_at(record, "message")
     content = message.get("content")
@@ -102,7 +110,9 @@ class _Graph:
              primary: bool) -> None:
         for number, record in lines:
             uuid = record.get("uuid")
-            if record.get("type") not in CHAIN_TYPES or not isinstance(uuid, str):
+            kind = record.get("type")
+            if not isinstance(kind, str) or kind not in CHAIN_TYPES \
+                    or not isinstance(uuid, str):
                 if primary:
                     self.metadata.append((number, str(record.get("type"))))
                 continue
@@ -122,15 +132,29 @@ class _Graph:
         self.kids: dict[str, list[str]] = {}
         self.by_message: dict[str, list[str]] = {}
         self._message_ids: dict[str, str] = {}
+        self.calls_of: dict[str, list[str]] = {}  # assistant record -> its tool_use ids
+        self.results_for: dict[str, list[str]] = {}  # tool_use id -> result records
         for uuid in sorted(self.records, key=self.order.__getitem__):
             parent = self.parent(uuid)
             if parent is not None:
                 self.kids.setdefault(parent, []).append(uuid)
             record = self.records[uuid]
-            message_id = mapping_at(record, "message").get("id")
-            if record.get("type") == "assistant" and isinstance(message_id, str):
-                self._message_ids[uuid] = message_id
-                self.by_message.setdefault(message_id, []).append(uuid)
+            message = mapping_at(record, "message")
+            message_id = message.get("id")
+            content = message.get("content")
+            blocks = [c for c in content if isinstance(c, Mapping)] \
+                if isinstance(content, list) else []
+            if record.get("type") == "assistant":
+                if isinstance(message_id, str):
+                    self._message_ids[uuid] = message_id
+                    self.by_message.setdefault(message_id, []).append(uuid)
+                self.calls_of[uuid] = [str(c["id"]) for c in blocks
+                                       if c.get("type") == "tool_use"
+                                       and isinstance(c.get("id"), str)]
+            elif record.get("type") == "user":
+                for call in dict.fromkeys(str(c.get("tool_use_id")) for c in blocks
+                                          if c.get("type") == "tool_result"):
+                    self.results_for.setdefault(call, []).append(uuid)
 
     def parent(self, uuid: str) -> str | None:
         """The parent, bridging legacy progress records."""
@@ -141,6 +165,11 @@ class _Graph:
             seen.add(parent)
             parent = self.records[parent].get("parentUuid")
         return parent if isinstance(parent, str) else None
+
+    def results_of(self, uuid: str) -> list[str]:
+        """The tool_use ids a user record answers."""
+        return [str(c.get("tool_use_id")) for c in _blocks(self.records[uuid])
+                if c.get("type") == "tool_result"]
 
     def message_id(self, uuid: str) -> str | None:
         """The API response id of an assistant record (streaming writes one record per
@@ -206,24 +235,58 @@ class _Graph:
 
 
 def _kept(g: _Graph, b: Builder, boundary: dict[str, Any]) -> tuple[list[str], str | None, str]:
-    """K_B, the anchor and where K_B came from."""
+    """K_B, the anchor and where K_B came from. The segment walk (`preservedSegment` tail
+    back to head) is the order the model sees; `preservedMessages.allUuids` adds records
+    the walk does not reach (results hanging off a parallel block). `preservedMessages.
+    uuids` is only a fallback: Claude Code 2.1.15x+ writes a subset there."""
     meta = mapping_at(boundary, "compactMetadata")
-    preserved = meta.get("preservedMessages")
-    if isinstance(preserved, Mapping) and isinstance(preserved.get("uuids"), list):
-        return ([u for u in preserved["uuids"] if isinstance(u, str)],
-                preserved.get("anchorUuid"), "preservedMessages")
+    preserved = mapping_at(meta, "preservedMessages")
+    every = [u for u in preserved.get("allUuids") or [] if isinstance(u, str)] \
+        if isinstance(preserved.get("allUuids"), list) else []
     segment = meta.get("preservedSegment")
     if isinstance(segment, Mapping):
-        walk, at, seen = [], segment.get("tailUuid"), set()
+        walk: list[str] = []
+        at, seen = segment.get("tailUuid"), set()
         while isinstance(at, str) and at in g.records and at not in seen:
             seen.add(at)
             walk.append(at)
             if at == segment.get("headUuid"):
-                return walk[::-1], segment.get("anchorUuid"), "preservedSegment"
+                kept = walk[::-1]
+                kept += [u for u in every if u in g.records and u not in seen]
+                anchor = segment.get("anchorUuid") or preserved.get("anchorUuid")
+                return kept, anchor if isinstance(anchor, str) else None, "preservedSegment"
             at = g.parent(at)
-        b.problem("preserved-segment-unresolved", f"boundary {boundary.get('uuid')}: the "
-                  f"preserved segment cannot be walked; nothing is kept")
+        if not every and not isinstance(preserved.get("uuids"), list):
+            b.problem("preserved-segment-unresolved", printable(
+                f"boundary {boundary.get('uuid')}: the preserved segment cannot be walked; "
+                f"nothing is kept"), line=g.line.get(str(boundary.get("uuid"))))
+            return [], None, ""
+        # the walk broke (a record re-parented on disk): the listed uuids, in their order
+    anchor = preserved.get("anchorUuid")
+    if not isinstance(anchor, str) and isinstance(segment, Mapping):
+        anchor = segment.get("anchorUuid")
+    anchor = anchor if isinstance(anchor, str) else None
+    if every:
+        return every, anchor, "allUuids"
+    if isinstance(preserved.get("uuids"), list):
+        return [u for u in preserved["uuids"] if isinstance(u, str)], anchor, \
+            "preservedMessages"
     return [], None, ""
+
+
+def _inferred_parent(g: _Graph, boundary: str) -> str | None:
+    """The main chain's last user or assistant record before `boundary` in file order:
+    where Claude Code's writer stood when it wrote a boundary whose logical parent is not
+    in the file."""
+    order = g.order[boundary]
+    best: str | None = None
+    for uuid, record in g.records.items():
+        if g.file[uuid] != g.file[boundary] or g.order[uuid] >= order \
+                or record.get("isSidechain") or record.get("type") not in ("user", "assistant"):
+            continue
+        if best is None or g.order[uuid] > g.order[best]:
+            best = uuid
+    return best
 
 
 def _path(g: _Graph, b: Builder, leaf: str, *, subagent: bool) -> list[str]:
@@ -261,7 +324,7 @@ def _path(g: _Graph, b: Builder, leaf: str, *, subagent: bool) -> list[str]:
         record = g.records[at]
         if at in boundaries:
             crossed.add(at)
-            kept_list = kept[at][0]
+            kept_list = [u for u in kept[at][0] if u in g.records]
             if kept_list:
                 # K_B at its pre-compaction place, even if the walk already met a record
                 # of it after the boundary (that later copy is dropped below).
@@ -278,17 +341,34 @@ def _path(g: _Graph, b: Builder, leaf: str, *, subagent: bool) -> list[str]:
                     boundaries, heads = index()
                     at = logical
                     continue
+                inferred = _inferred_parent(g, at)
+                if inferred is not None and inferred not in seen:
+                    b.note("logical-parent-inferred", printable(
+                        f"boundary {at}: its logical parent {logical} is not in the file; "
+                        f"it continues the main chain's last record before it, "
+                        f"{inferred}"), line=g.line.get(at))
+                    at = inferred
+                    continue
                 hint = "" if g.project_dir is not None else (
                     "; project_dir= looks for it in the project's other transcripts")
                 b.problem("boundary-without-logical-parent", printable(
                     f"boundary {at}: its logical parent {logical} is not in this file"
                     f"{hint}; the history before it is not imported"), line=g.line.get(at))
                 break
+            boundary_uuid = at
             at = g.parent(at)
             if at is None:
+                inferred = _inferred_parent(g, boundary_uuid)
+                if inferred is not None and inferred not in seen:
+                    b.note("logical-parent-inferred", printable(
+                        f"boundary {boundary_uuid}: no logical parent; it continues the main "
+                        f"chain's last record before it, {inferred}"),
+                        line=g.line.get(boundary_uuid))
+                    at = inferred
+                    continue
                 b.problem("boundary-without-logical-parent", printable(
-                    f"boundary {record['uuid']}: the history before it is not in this "
-                    f"file"), line=g.line.get(record["uuid"]))
+                    f"boundary {boundary_uuid}: the history before it is not in this "
+                    f"file"), line=g.line.get(boundary_uuid))
             continue
         if at in heads and heads[at][0] not in crossed and heads[at][1] in g.records:
             at = heads[at][1]  # Claude Code relinks the preserved head to its anchor
@@ -304,37 +384,66 @@ def _path(g: _Graph, b: Builder, leaf: str, *, subagent: bool) -> list[str]:
     return out
 
 
-def _with_parallel_siblings(g: _Graph, path: list[str]) -> tuple[list[str], int]:
-    """Claude Code's recovery after its single-parent walk: beside each response on the
-    path, the response's other records (same message id) and the tool results hanging
-    off them, which the walk does not reach (parallel tool calls). The response's records
-    go in file order, then the recovered results in the order of their calls."""
+def _responses(g: _Graph, path: list[str], until: str | None = None
+               ) -> tuple[list[str], int]:
+    """Rebuild each response on the path and its results as Claude Code does on resume:
+    all records of one `message.id` (one per content block, written in file order) at the
+    place of the first one the path meets, then the results of its tool calls by
+    `tool_use_id` (the path's own result record when it has one, else the latest in the
+    file), wherever progress, hook and attachment records left them in the parentUuid
+    chain. With `until` (a leaf the caller picked), nothing written after it in its file
+    is brought back. Returns the path and how many records it brought back."""
     on = set(path)
+
+    def written(uuid: str) -> bool:
+        return until is None or uuid in on or g.file[uuid] != g.file[until] \
+            or g.order[uuid] <= g.order[until]
+
     out: list[str] = []
-    recovered = 0
-    i = 0
-    while i < len(path):
-        message_id = g.message_id(path[i])
-        group = g.by_message.get(message_id or "", [])
-        if len(group) < 2:
-            out.append(path[i])
-            i += 1
+    placed: set[str] = set()
+    for uuid in path:
+        if uuid in placed:
             continue
-        j = i
-        while j < len(path) and g.message_id(path[j]) == message_id:
-            j += 1
-        side = bool(g.records[path[i]].get("isSidechain"))
-        extra = [u for u in group if u not in on
-                 and bool(g.records[u].get("isSidechain")) == side]
-        members = sorted([*path[i:j], *extra], key=g.order.__getitem__)
-        results = [r for m in members for r in g.kids.get(m, [])
-                   if r not in on and not g.kids.get(r) and g.is_result(r)]
-        on.update(extra)
-        on.update(results)
-        recovered += len(extra) + len(results)
-        out += members + results
-        i = j
-    return out, recovered
+        message_id = g.message_id(uuid)
+        if message_id is None:
+            out.append(uuid)
+            placed.add(uuid)
+            continue
+        side = bool(g.records[uuid].get("isSidechain"))
+        members = [u for u in g.by_message.get(message_id, [uuid]) if u not in placed
+                   and bool(g.records[u].get("isSidechain")) == side and written(u)]
+        out += members
+        placed.update(members)
+        hooked: list[str] = []  # after all the results: a tool result comes first
+        for member in members:
+            for call in g.calls_of.get(member, []):
+                found = [r for r in g.results_for.get(call, [])
+                         if bool(g.records[r].get("isSidechain")) == side and written(r)]
+                if not found:
+                    continue
+                chosen = next((r for r in found if r in on), found[-1])
+                if chosen not in placed:
+                    out.append(chosen)
+                    placed.add(chosen)
+                    if chosen not in on:
+                        hooked += _attachments_under(g, chosen, on, placed)
+        out += hooked
+    return out, sum(1 for u in out if u not in on)
+
+
+def _attachments_under(g: _Graph, result: str, on: set[str], placed: set[str]) -> list[str]:
+    """The attachment records (hook output, diagnostics) hanging under a result the chain
+    does not reach, through progress records: context the model received with it."""
+    out: list[str] = []
+    stack = list(reversed(g.kids.get(result, [])))
+    while stack:
+        kid = stack.pop()
+        if kid in on or kid in placed or g.records[kid].get("type") != "attachment":
+            continue
+        out.append(kid)
+        placed.add(kid)
+        stack += reversed(g.kids.get(kid, []))
+    return out
 
 
 def _default_leaf(g: _Graph) -> tuple[str | None, list[dict[str, Any]],
@@ -374,10 +483,12 @@ def _default_leaf(g: _Graph) -> tuple[str | None, list[dict[str, Any]],
     return chosen, rows(candidates), rows(side)
 
 
+@no_foreign_errors
 def import_claude_code(source: str | Path, *, leaf: str | None = None,
                        tombstones: bool = False, strict: bool = False,
                        keep_api_errors: bool = False,
-                       project_dir: str | Path | None = None) -> ImportResult:
+                       project_dir: str | Path | None = None,
+                       subagents: bool = False) -> ImportResult:
     """Import a Claude Code session transcript, or a subagent's.
 
     Args:
@@ -393,6 +504,9 @@ def import_claude_code(source: str | Path, *, leaf: str | None = None,
             a compaction whose logical parent is in another transcript there is
             followed into it. By default the walk stops there
             (`boundary-without-logical-parent`).
+        subagents: also import each subagent file of the session
+            (`<session>/subagents/agent-*.jsonl` beside it) into its
+            `ImportResult.subagents` link; the links themselves are always listed.
 
     Raises:
         ImportError_: `format-unsupported` for a file that is not a transcript,
@@ -415,11 +529,16 @@ def import_claude_code(source: str | Path, *, leaf: str | None = None,
         chosen = max(side_leaves, key=lambda c: (c["time"], g.order[c["uuid"]]))["uuid"]
     subagent = chosen is not None and bool(g.records[chosen].get("isSidechain"))
     uuids = _path(g, b, chosen, subagent=subagent) if chosen is not None else []
-    uuids, recovered = _with_parallel_siblings(g, uuids)
+    walked = set(uuids)
+    uuids, recovered = _responses(g, uuids, chosen if leaf is not None else None)
     if recovered:
-        b.note("parallel-tool-results", f"{recovered} record(s) of parallel tool calls "
-               f"(sibling blocks and their results, off the parent chain) brought back "
-               f"beside their response, as Claude Code does on resume")
+        b.note("parallel-tool-results", f"{recovered} record(s) of responses and their tool "
+               f"results (blocks and results the parentUuid chain does not reach) brought "
+               f"back beside their response, as Claude Code does on resume")
+    # a result the rebuild brought back beside its response is no other leaf
+    brought = set(uuids) - walked
+    leaves = [c for c in leaves if c["uuid"] not in brought]
+    side_leaves = [c for c in side_leaves if c["uuid"] not in brought]
     others = len(side_leaves if subagent else leaves) - (1 if chosen else 0)
     b.note("leaf-choice", printable(
         f"imported the path to {chosen} ({len(uuids)} records); {max(others, 0)} other "
@@ -541,8 +660,9 @@ def import_claude_code(source: str | Path, *, leaf: str | None = None,
             extra = [c for c in parts if isinstance(c, Mapping)
                      and c.get("type") != "tool_result"]
             if extra:
-                b.context(f"{uuid}#extra", _content(extra), "tool-result-extra", origin,
-                          in_step=True)
+                unit[f"{uuid}#extra"] = int(b.context(
+                    f"{uuid}#extra", _content(extra), "tool-result-extra", origin,
+                    in_step=True)["seq"])
             continue
         text = _text_of(record)
         origin_kind = record.get("origin", {}).get("kind") if isinstance(
@@ -559,16 +679,106 @@ def import_claude_code(source: str | Path, *, leaf: str | None = None,
             unit[uuid] = int(b.user(uuid, _content(raw), origin)["seq"])
     if pending is not None:
         _flush_boundary(b, g, pending, unit, None)
+    b.lost_results(_source_results(g, subagent))
     if attachments:
         b.note("approximate-attachment", f"{attachments} attachment(s) rendered as "
                f"approximate context messages")
-    stop = (last or {}).get("message", {}).get("stop_reason") if last else None
-    if last is not None and last.get("type") == "assistant" and stop in ENDING:
+    stop = mapping_at(last, "message").get("stop_reason") if last else None
+    if last is not None and last.get("type") == "assistant" and isinstance(stop, str) \
+            and stop in ENDING:
         b.close_turn(ENDING[str(stop)])
     selection = {"leaf": chosen, "leaves": side_leaves if subagent else leaves,
                  "subagents": [] if subagent else side_leaves}
-    return b.result([path, *g.extra_files], selection, finished=False, strict=strict,
-                    empty_reason=_empty_reason(g, b))
+    links = [] if subagent else _subagents(g, b, path, imported=subagents)
+    result = b.result([path, *g.extra_files], selection, finished=False, strict=strict,
+                      empty_reason=_empty_reason(g, b))
+    result.subagents = links
+    return result
+
+
+def subagent_files(path: Path) -> list[Path]:
+    """The subagent transcripts Claude Code keeps for session file `path`:
+    `<session-stem>/subagents/agent-*.jsonl` beside it (regular files inside that folder
+    only; a symlink out of it is not followed)."""
+    folder = path.parent / path.stem / "subagents"
+    if folder.is_symlink() or not folder.is_dir():
+        return []
+    inside = folder.resolve()
+    return [f for f in sorted(folder.glob("agent-*.jsonl"))
+            if not f.is_symlink() and f.is_file() and f.resolve().parent == inside]
+
+
+def _subagents(g: _Graph, b: Builder, path: Path, *, imported: bool) -> list[SubagentLink]:
+    """Link each subagent file to what started it, as Claude Code does: the Task call
+    whose result names the agent (`toolUseResult.agentId`), else the call whose prompt is
+    the subagent's first prompt; a compaction's summarizer (`agent-acompact-*`) to the
+    first boundary at or after its start."""
+    by_agent: dict[str, str] = {}
+    by_prompt: dict[str, str] = {}
+    boundaries: list[tuple[int, str]] = []
+    for uuid, record in g.records.items():
+        if g.file[uuid] != path or record.get("isSidechain"):
+            continue
+        if record.get("subtype") == "compact_boundary":
+            boundaries.append((parse_time(record.get("timestamp")) or 0, uuid))
+        agent = mapping_at(record, "toolUseResult").get("agentId")
+        if record.get("type") == "user" and isinstance(agent, str):
+            for call in g.results_of(uuid):
+                by_agent.setdefault(agent, call)
+        for block in _blocks(record) if record.get("type") == "assistant" else []:
+            prompt = mapping_at(block, "input").get("prompt")
+            if block.get("type") == "tool_use" and isinstance(prompt, str) \
+                    and isinstance(block.get("id"), str):
+                by_prompt.setdefault(prompt, str(block["id"]))
+    links: list[SubagentLink] = []
+    for file in subagent_files(path):
+        side = Builder("claude-code", str(file))
+        lines = read_jsonl(file, side)
+        records = [r for _, r in lines if isinstance(r.get("uuid"), str)]
+        agent = next((r["agentId"] for r in records if isinstance(r.get("agentId"), str)),
+                     file.stem.removeprefix("agent-"))
+        link = SubagentLink(str(file), agent, "compaction" if agent.startswith("acompact")
+                            else "task")
+        if link.role == "compaction":
+            start = next((t for r in records if (t := parse_time(r.get("timestamp")))), 0)
+            after = sorted(t_u for t_u in boundaries if t_u[0] >= start)
+            if after:
+                link.compaction_id, link.matched_by = after[0][1], "time"
+        else:
+            first = next((r for r in records if r.get("type") == "user"), None)
+            prompt = _text_of(first) if first is not None else ""
+            if agent in by_agent:
+                link.call_id, link.matched_by = by_agent[agent], "agentId"
+            elif prompt in by_prompt:
+                link.call_id, link.matched_by = by_prompt[prompt], "prompt"
+            if link.call_id is not None:
+                link.call_seq = b.call_seq.get(link.call_id)
+        if link.matched_by is None:
+            b.note("subagent-unlinked", printable(
+                f"subagent file {file.name}: no {link.role} of the session started it"))
+        if imported:
+            link.result = import_claude_code(file)
+        links.append(link)
+    if links:
+        b.note("subagents", printable(
+            f"{len(links)} subagent file(s) beside the session: " + ", ".join(
+                f"{Path(k.path).name} ({k.role}"
+                + (f", call {k.call_id}" if k.call_id else "")
+                + (f", compaction {k.compaction_id}" if k.compaction_id else "") + ")"
+                for k in links) + ("" if imported else "; subagents=True imports them")))
+    return links
+
+
+def _source_results(g: _Graph, subagent: bool) -> dict[str, dict[str, Any]]:
+    """Every tool result the source holds on the imported side (main chain or
+    sidechain), by call id: where the latest record with it is."""
+    out: dict[str, dict[str, Any]] = {}
+    for call, records in g.results_for.items():
+        found = [r for r in records if bool(g.records[r].get("isSidechain")) == subagent]
+        if found:
+            out[call] = {"file": str(g.file[found[-1]]), "line": g.line[found[-1]],
+                         "id": found[-1]}
+    return out
 
 
 def _omissions(g: _Graph, b: Builder, on_path: set[str], subagent: bool) -> None:
@@ -604,6 +814,32 @@ def _is_tool_results(message: Mapping[str, Any]) -> bool:
         isinstance(c, Mapping) and c.get("type") == "tool_result" for c in content)
 
 
+def _unit_seqs(unit: Mapping[str, int], uuid: str) -> list[int]:
+    """The seqs of the events one record gave (a record with several tool results gave
+    `uuid#k`, its other blocks `uuid#extra`)."""
+    seqs = [unit[uuid]] if uuid in unit else []
+    k = 0
+    while f"{uuid}#{k}" in unit:
+        seqs.append(unit[f"{uuid}#{k}"])
+        k += 1
+    if f"{uuid}#extra" in unit:
+        seqs.append(unit[f"{uuid}#extra"])
+    return seqs
+
+
+def _with_responses(g: _Graph, kept: list[str]) -> list[str]:
+    """A kept list with the other records of each kept response and their tool results:
+    Claude Code keeps a response whole."""
+    out = list(kept)
+    for uuid in kept:
+        message_id = g.message_id(uuid) if uuid in g.records else None
+        for member in g.by_message.get(message_id or "", []) or [uuid]:
+            out.append(member)
+            for call in g.calls_of.get(member, []):
+                out += g.results_for.get(call, [])
+    return list(dict.fromkeys(out))
+
+
 def _flush_boundary(b: Builder, g: _Graph, pending: dict[str, Any] | None,
                     unit: dict[str, int], summary: New | None,
                     summary_uuid: str | None = None) -> None:
@@ -611,8 +847,9 @@ def _flush_boundary(b: Builder, g: _Graph, pending: dict[str, Any] | None,
     record = (pending or {}).get("record") or {}
     boundary = record.get("uuid")
     kept_list: list[str] = (pending or {}).get("kept", [])
-    keeps: list[Keep | New] = [Keep(unit[u]) for u in kept_list if u in unit]
-    missing = [u for u in kept_list if u not in unit]
+    keeps: list[Keep | New] = [Keep(seq) for seq in sorted(
+        {seq for u in _with_responses(g, kept_list) for seq in _unit_seqs(unit, u)})]
+    missing = [u for u in kept_list if not _unit_seqs(unit, u)]
     if missing:
         b.problem("preserved-uuid-missing", f"boundary {boundary}: preserved record(s) "
                   f"{missing[:3]} are not on the imported path")

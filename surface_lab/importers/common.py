@@ -4,13 +4,14 @@ tool-call bookkeeping, origins, notes and problems, and compaction brackets."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from ..errors import SurfaceLabError
 from ..events import Event
@@ -19,9 +20,11 @@ from ..problems import Problem
 from ..session import Session
 from .planner import TOMBSTONE, Keep, New, Replace, plan
 
-__all__ = ["OMISSIONS", "Builder", "ImportError_", "ImportResult", "parse_time",
-           "printable", "sha256_file"]
+__all__ = ["OMISSIONS", "Builder", "ImportError_", "ImportResult", "SubagentLink",
+           "first_record_time", "parse_time", "printable", "sha256_file"]
 
+P = ParamSpec("P")
+R = TypeVar("R")
 MAX_SOURCE_LINE = 64 * 1024 * 1024
 # Why a source record can be left out of an import; each reason is also the code of the
 # note that counts it (a user must never lose content silently).
@@ -46,6 +49,32 @@ SHOWN_PLACES = 5
 
 class ImportError_(SurfaceLabError):
     """A source the importer cannot read at all (its code names the reason)."""
+
+
+# What a bug in an importer looks like when odd input reaches it (a field of another
+# type than the format says); the package's own errors pass through untouched.
+FOREIGN_ERRORS = (TypeError, KeyError, AttributeError, ValueError, IndexError,
+                  ArithmeticError, RecursionError)
+
+
+def no_foreign_errors(importer: Callable[P, R]) -> Callable[P, R]:
+    """An importer that never lets a foreign exception out: one that escapes its own
+    checks becomes an `ImportError_` (`importer-error`) naming the file, chained to it."""
+
+    @functools.wraps(importer)
+    def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return importer(*args, **kwargs)
+        except SurfaceLabError:
+            raise
+        except FOREIGN_ERRORS as err:
+            source = args[0] if args else kwargs.get("source")
+            raise ImportError_(printable(
+                f"{source}: cannot import: {type(err).__name__} ({err}) on a record of an "
+                f"unexpected shape; please report it with the file"),
+                code="importer-error", path=str(source)) from err
+
+    return guarded
 
 
 def compact_json(value: Any) -> str:
@@ -83,6 +112,51 @@ def parse_time(value: Any) -> int | None:
     return int(parsed.timestamp() * 1000)
 
 
+def first_record_time(path: Path, *, max_bytes: int = 1 << 20) -> int | None:
+    """Epoch ms of the first top-level `timestamp` among the first lines of a JSONL source
+    (Claude Code and Codex records carry ISO strings there; Claude's first line is often
+    an undated `file-history-snapshot`); None when none is found. Reads at most
+    `max_bytes`; never raises for a bad file."""
+    import orjson
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(max_bytes)
+    except OSError:
+        return None
+    for line in head.splitlines():
+        try:
+            record = orjson.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and (time := parse_time(record.get("timestamp"))):
+            return time
+    return None
+
+
+@dataclass
+class SubagentLink:
+    """A subagent transcript of a session (`<session>/subagents/agent-*.jsonl`) and what
+    started it."""
+
+    path: str
+    agent_id: str
+    role: str
+    """`task` (started by a Task/Agent tool call) or `compaction` (the summarizer of a
+    compaction, `agent-acompact-*`)."""
+    call_id: str | None = None
+    """The tool call that started it (role `task`), when found."""
+    call_seq: int | None = None
+    """That call's `tool/call` seq in the session's import (None when off the path)."""
+    compaction_id: str | None = None
+    """The compaction it summarized (role `compaction`), when found."""
+    matched_by: str | None = None
+    """How the link was found: `agentId` (the call's result names the agent), `prompt`
+    (the subagent's first prompt is the call's), `time` (a compaction's), or None."""
+    result: ImportResult | None = None
+    """The subagent imported as a session of its own, when asked for."""
+
+
 @dataclass
 class ImportResult:
     """An imported session: a valid surface log and what the import knows about it."""
@@ -99,6 +173,8 @@ class ImportResult:
     omitted: list[dict[str, Any]] = field(default_factory=list)
     """One row per source record the import left out: `{reason, kind, file, line, id}`
     (`reason` is a key of `OMISSIONS`)."""
+    subagents: list[SubagentLink] = field(default_factory=list)
+    """The session's subagent files and the calls that started them (Claude Code)."""
 
     @property
     def is_empty(self) -> bool:
@@ -223,6 +299,7 @@ class Builder:
         self.step_key: Any = None
         self.call_seq: dict[str, int] = {}
         self.call_place: dict[str, tuple[int, int]] = {}
+        self.answered: set[str] = set()
         self.origins: dict[int, dict[str, Any]] = {}
         self.notes: list[Problem] = []
         self.problems: list[Problem] = []
@@ -370,12 +447,41 @@ class Builder:
         if not self.turn_open:
             self.open_turn()
         data = self.tool_result_data(message_id, call_id, content, is_error)
+        self.answered.add(call_id)
         if call_id in self.call_seq:
             return self._append("tool/result", data, origin, surface_op="append",
                                 source_event_seqs=[self.call_seq[call_id]])
         self.problem("orphan-tool-result", f"a result for call {call_id!r}, which was never "
                      f"seen", line=origin.get("line"))
         return self._append("tool/result", data, origin, surface_op="append")
+
+    def lost_results(self, found: Mapping[str, Mapping[str, Any]]) -> None:
+        """`tool-result-lost` for each tool call written whose result the source holds
+        (`found`: call id -> `{file, line, id}` of the source record with the result) but
+        which no `tool/result` answers."""
+        for call_id in self.call_seq:
+            where = found.get(call_id)
+            if where is None or call_id in self.answered:
+                continue
+            self.problems.append(Problem("error", "tool-result-lost", printable(
+                f"record {where.get('id')}: the result of tool call {call_id!r} is in the "
+                f"source but not on the imported surface"),
+                str(where.get("file") or self.path), where.get("line")))
+
+    def _unanswered(self) -> None:
+        """`unanswered-tool-call` for each call still without its result at a request
+        point (contract.unanswered_tool_calls), located at the call's source record."""
+        from ..contract import unanswered_tool_calls
+
+        assert self.session is not None
+        for finding in unanswered_tool_calls(self.session.events):
+            at = finding.related if finding.related is not None else finding.seq
+            origin = self.origins.get(at) or {}
+            self.problems.append(Problem(
+                "error", finding.rule, printable(
+                    f"record {origin.get('id')}: {finding.message}"),
+                str(origin.get("file") or self.path), origin.get("line"), finding.seq,
+                "assistant/message"))
 
     # -- compactions ---------------------------------------------------------------
 
@@ -478,6 +584,7 @@ class Builder:
             self.note("final-turn-open", "the source does not show the last turn finished; "
                       "read_log shows closers for it")
         self._omission_notes()
+        self._unanswered()
         result = ImportResult(
             self.format, self.session.header, list(self.session.events),
             sources=[{"path": str(p), "sha256": sha256_file(p)} for p in sources],

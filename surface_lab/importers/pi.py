@@ -14,8 +14,11 @@ from .common import (
     ImportResult,
     compact_json,
     image_block,
+    no_foreign_errors,
     parse_time,
+    printable,
     read_jsonl,
+    text_blocks,
 )
 from .planner import Keep, New
 
@@ -90,6 +93,7 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return out
 
 
+@no_foreign_errors
 def import_pi(source: str | Path, *, leaf: str | None = None, tombstones: bool = False,
               strict: bool = False) -> ImportResult:
     """Import a pi session file.
@@ -128,7 +132,8 @@ def import_pi(source: str | Path, *, leaf: str | None = None, tombstones: bool =
             order.append(entry_id)
         entries[entry_id] = (number, entry)
         previous = entry_id
-    children = {e.get("parentId") for _, e in entries.values()}
+    children = {e.get("parentId") for _, e in entries.values()
+                if isinstance(e.get("parentId"), str)}
     leaves = [i for i in order if i not in children]
     chosen = leaf if leaf is not None else (order[-1] if order else None)
     if chosen is not None and chosen not in entries:
@@ -169,7 +174,7 @@ def import_pi(source: str | Path, *, leaf: str | None = None, tombstones: bool =
             b.omit("not-model-visible", kind, line=number, id=entry_id)
             continue
         if kind == "compaction":
-            _compaction(b, entry, path_ids, entries, unit_seq, origin)
+            _compaction(b, entry, path_ids, entries, unit_seq, origin, provider, model)
             continue
         if kind == "branch_summary" and entry.get("summary"):
             text = BRANCH_PREFIX + str(entry["summary"]) + "</summary>"
@@ -218,12 +223,22 @@ def import_pi(source: str | Path, *, leaf: str | None = None, tombstones: bool =
                                                origin)["seq"])
         else:
             b.omit("not-model-visible", f"message:{role}", line=number, id=entry_id)
+    results: dict[str, dict[str, Any]] = {}
+    for entry_id in order:
+        number, entry = entries[entry_id]
+        message = entry.get("message")
+        if entry.get("type") == "message" and isinstance(message, Mapping) \
+                and message.get("role") == "toolResult":
+            results[str(message.get("toolCallId", ""))] = {"file": str(path), "line": number,
+                                                           "id": entry_id}
+    b.lost_results(results)
     on_path = set(path_ids)
     for entry_id in order:
         if entry_id not in on_path:
             number, entry = entries[entry_id]
             b.omit("off-branch", entry.get("type"), line=number, id=entry_id)
     finished = (last_message is not None and last_message.get("role") == "assistant"
+                and isinstance(last_message.get("stopReason"), str)
                 and last_message.get("stopReason") in ENDING)
     if finished and last_message is not None:
         ending = ENDING[str(last_message.get("stopReason"))]
@@ -243,34 +258,123 @@ def _bash_text(message: Mapping[str, Any]) -> str:
     return text
 
 
+def _message_item(b: Builder, message: Mapping[str, Any], item_id: str,
+                  origin: dict[str, Any], provider: str, model: str) -> New | None:
+    """The surface event of one pi message that exists only inside a compaction's
+    `retainedTail` (pi's `convertToLlm` roles); None for a role the model never sees."""
+    role = message.get("role")
+    content = message.get("content")
+
+    def context(blocks: Any, what: str) -> New:
+        return New("context/message", {
+            "id": item_id, "role": "user", "content": text_blocks(blocks),
+            "source": {"kind": "harness", "harness": "pi", "origin": what}}, origin=origin)
+
+    if role == "user":
+        return New("user/message", {"id": item_id, "role": "user",
+                                    "content": _blocks(content), "source": {"kind": "user"}},
+                   origin=origin)
+    if role == "assistant":
+        source = {"kind": "model", "provider": str(message.get("provider") or provider),
+                  "model": str(message.get("model") or model)}
+        if isinstance(message.get("responseId"), str):
+            source["responseId"] = message["responseId"]
+        return New("assistant/message", {"turn": b.turn, "step": b.step, "message": {
+            "id": item_id, "role": "assistant", "content": _blocks(content),
+            "source": source}}, origin=origin)
+    if role == "toolResult":
+        return New("tool/result", b.tool_result_data(
+            item_id, str(message.get("toolCallId", "")), _blocks(content),
+            bool(message.get("isError"))), origin=origin)
+    if role == "bashExecution" and not message.get("excludeFromContext"):
+        return context(_bash_text(message), "bash-execution")
+    if role in ("custom", "hookMessage"):
+        return context(_blocks(content), f"custom:{message.get('customType')}")
+    if role == "compactionSummary" and message.get("summary"):
+        return context(SUMMARY_PREFIX + str(message["summary"]) + SUMMARY_SUFFIX,
+                       "compaction-summary")
+    if role == "branchSummary" and message.get("summary"):
+        return context(BRANCH_PREFIX + str(message["summary"]) + "</summary>",
+                       "branch-summary")
+    return None
+
+
+def _retained_tail(b: Builder, entry: dict[str, Any], tail: list[Any], before: list[str],
+                   entries: dict[str, tuple[int, dict[str, Any]]],
+                   unit_seq: dict[str, int], origin: dict[str, Any], provider: str,
+                   model: str) -> list[Keep | New]:
+    """pi's context after a compaction with `retainedTail`: the messages it lists, in
+    its order. A message equal to an entry's on the path before the compaction keeps that
+    entry's event (in order, each entry once); any other is a new event."""
+    out: list[Keep | New] = []
+    candidates = [e for e in before if entries[e][1].get("type") == "message"]
+    at = 0
+    made = 0
+    for k, message in enumerate(tail):
+        if not isinstance(message, Mapping):
+            b.problem("retained-tail-invalid", f"compaction {entry['id']}: retainedTail "
+                      f"item {k} is not a message", line=origin["line"])
+            continue
+        match = next((i for i in range(at, len(candidates))
+                      if entries[candidates[i]][1].get("message") == message
+                      and candidates[i] in unit_seq), None)
+        if match is not None:
+            out.append(Keep(unit_seq[candidates[match]]))
+            at = match + 1
+            continue
+        item = _message_item(b, message, f"{entry['id']}:tail-{k}", origin, provider, model)
+        if item is None:
+            b.omit("not-model-visible", f"retainedTail:{message.get('role')}",
+                   line=origin["line"], id=f"{entry['id']}:tail-{k}")
+            continue
+        out.append(item)
+        made += 1
+    if made:
+        b.note("retained-tail-new", f"compaction {entry['id']}: {made} retainedTail "
+               f"message(s) match no entry on the path; written as new events",
+               line=origin["line"])
+    return out
+
+
 def _compaction(b: Builder, entry: dict[str, Any], path_ids: list[str],
                 entries: dict[str, tuple[int, dict[str, Any]]], unit_seq: dict[str, int],
-                origin: dict[str, Any]) -> None:
-    """pi's context after compaction C: [summary] + the message-like entries from
-    firstKeptEntryId up to C, earlier compaction entries contributing nothing."""
+                origin: dict[str, Any], provider: str = "unknown",
+                model: str = "unknown") -> None:
+    """pi's context after compaction C: [summary] + C's `retainedTail` when it has one
+    (newer pi), else the message-like entries from firstKeptEntryId up to C, earlier
+    compaction entries contributing nothing."""
     entry_id = entry["id"]
     first_kept = entry.get("firstKeptEntryId")
     here = path_ids.index(entry_id)
-    if first_kept in path_ids[:here]:
-        kept_ids = path_ids[path_ids.index(first_kept) : here]
-    else:
-        kept_ids = []
-        if first_kept is not None:
-            b.problem("first-kept-not-on-path", f"compaction {entry_id} keeps from "
-                      f"{first_kept}, which is not on the path; nothing is kept",
-                      line=origin["line"])
+    tail = entry.get("retainedTail")
     summary = str(entry.get("summary", ""))
     target: list[Keep | New] = [New("user/message", {
         "id": entry_id, "role": "user",
         "content": [{"type": "text", "text": SUMMARY_PREFIX + summary + SUMMARY_SUFFIX}],
         "source": {"kind": "plugin", "plugin": "compact", "compactionId": entry_id,
                    "importedFrom": "pi"}}, origin=origin)]
-    target += [Keep(unit_seq[k]) for k in kept_ids if k in unit_seq]
+    if isinstance(tail, list):
+        target += _retained_tail(b, entry, tail, path_ids[:here], entries, unit_seq, origin,
+                                 provider, model)
+        kept_from = "retainedTail"
+    else:
+        kept_from = "firstKeptEntryId"
+        if isinstance(first_kept, str) and first_kept in path_ids[:here]:
+            kept_ids = path_ids[path_ids.index(first_kept) : here]
+        else:
+            kept_ids = []
+            if first_kept is not None:
+                b.problem("first-kept-not-on-path", printable(
+                    f"compaction {entry_id} keeps from {first_kept}, which is not on the "
+                    f"path; nothing is kept"), line=origin["line"])
+        target += [Keep(unit_seq[k]) for k in kept_ids if k in unit_seq]
     row = b.compaction(entry_id, target, summary=[{"type": "text", "text": summary}],
                        origin=origin,
-                       imported={"entryId": entry_id, "firstKeptEntryId": first_kept,
+                       imported={"entryId": entry_id, "firstKeptEntryId": first_kept
+                                 if isinstance(first_kept, str) else None,
                                  "tokensBefore": entry.get("tokensBefore"),
-                                 "fromHook": entry.get("fromHook")})
+                                 "fromHook": entry.get("fromHook"),
+                                 "keptFrom": kept_from})
     for unit, seq in list(unit_seq.items()):
         if seq in row["copied"]:
             unit_seq[unit] = row["copied"][seq]

@@ -148,7 +148,9 @@ class TestClaudeParallelToolCalls:
         records[-1] = _answer("a4", "r1", "msg-2", 7)  # the first call finished last
         result = import_claude_code(_write(tmp_path / "s.jsonl", records))
         check_invariants(result)
-        assert final_view(result) == ["u1", "a1", "a2", "a3", "r2", "r3", "r1", "a4"]
+        # the results follow their response in the order of its calls, as Claude Code
+        # sends them (one user message with the three results)
+        assert final_view(result) == ["u1", "a1", "a2", "a3", "r1", "r2", "r3", "a4"]
         assert [c["uuid"] for c in result.selection["leaves"]] == ["a4"]
 
     def test_a_session_that_ends_on_parallel_results_keeps_them_all(self, tmp_path: Path
