@@ -55,9 +55,7 @@ FORMATS = {
     "mini-swe-agent": import_mini_swe_agent,
     "openhands-v0": import_openhands_v0,
 }
-NAMES = {"claude-code": "Claude Code", "codex": "Codex", "pi": "pi", "atif": "ATIF",
-         "openhands": "OpenHands", "swe-agent": "SWE-agent",
-         "mini-swe-agent": "mini-swe-agent", "openhands-v0": "OpenHands V0"}
+KNOWN = "Claude Code, Codex, pi, ATIF, OpenHands (V0 and V1), SWE-agent or mini-swe-agent"
 PEEK_BYTES = 256 * 1024
 MAX_DOCUMENT = 64 * 1024 * 1024
 
@@ -164,6 +162,12 @@ def unsupported_format(path: str | Path) -> str | None:
     return _detect(path)[1]
 
 
+def _surface_like(record: dict[str, Any]) -> bool:
+    """A record that reads as a (broken) surface log's header or event."""
+    return record.get("type") == "session" or "createdAt" in record or "seq" in record or (
+        "version" in record and "id" in record)
+
+
 def _refusal(path: Path) -> str | None:
     """Why `path` cannot be read or imported, when it is JSON of some other kind: an
     agent we do not import yet, or JSON that is no agent log at all."""
@@ -173,15 +177,13 @@ def _refusal(path: Path) -> str | None:
     if fmt is not None:
         return None
     if agent is not None:
-        return (f"{agent} logs are not supported yet (surface-lab imports "
-                f"{', '.join(NAMES.values())} logs)")
+        return f"{agent} logs are not supported yet (surface-lab imports {KNOWN} logs)"
     if not is_json:
         return None
     records = _first_records(path)
-    if records and records[0].get("type") == "session":
-        return None  # a surface log's header: the reader says what is wrong with it
-    return ("JSON that is no agent log: neither a surface log nor a log of "
-            f"{', '.join(NAMES.values())}")
+    if records and _surface_like(records[0]):
+        return None  # a surface log's header or event: the reader says what is wrong
+    return f"JSON that is no agent log: neither a surface log nor a {KNOWN} log"
 
 
 def foreign_format_hint(path: str | Path) -> str | None:
@@ -212,7 +214,7 @@ def import_any(source: str | Path, *, fmt: str | None = None, leaf: str | None =
     if fmt is None:
         refused = _refusal(Path(source))
         raise ImportError_(f"{source}: {refused or 'not a format surface-lab can import'}"
-                           + ("" if refused else f" ({', '.join(NAMES.values())})"),
+                           + ("" if refused else f" ({KNOWN})"),
                            code="format-unsupported", path=str(source))
     if fmt not in FORMATS:
         raise ImportError_(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}",

@@ -175,7 +175,7 @@ def load_json(path: Path) -> Any:
                                path=str(path), line=err.lineno) from None
         try:  # what orjson refuses but JSON readers accept: NaN, integers over 64 bits
             return json.loads(raw.decode("utf-8"))
-        except ValueError:
+        except (ValueError, RecursionError):  # nested deeper than either reader goes
             raise ImportError_(f"{path}: not JSON: {err}", code="line-unparsable",
                                path=str(path), line=err.lineno) from None
 

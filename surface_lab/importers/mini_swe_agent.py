@@ -76,7 +76,8 @@ def _parts(content: Any) -> list[dict[str, Any]]:
 
 def _calls(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     out = []
-    for call in message.get("tool_calls") or []:
+    calls = message.get("tool_calls")
+    for call in calls if isinstance(calls, list) else []:
         if not isinstance(call, Mapping):
             continue
         function = _map(call, "function")
@@ -163,8 +164,9 @@ def _import(path: Path, document: Mapping[str, Any], *, tombstones: bool,
             if isinstance(reasoning, str) and reasoning:
                 blocks.append({"type": "reasoning", "text": reasoning})
             if kind == "reasoning":
-                summary = "".join(str(p.get("text", "")) for p in message.get("summary") or []
-                                  if isinstance(p, Mapping))
+                parts = message.get("summary")
+                summary = "".join(str(p.get("text", "")) for p in (
+                    parts if isinstance(parts, list) else []) if isinstance(p, Mapping))
                 blocks.append({"type": "reasoning", "text": summary, **(
                     {"redacted": True} if message.get("encrypted_content") else {})})
             elif kind == "function_call":

@@ -210,7 +210,8 @@ def _condense(b: Builder, event: Mapping[str, Any], view: list[str], seq_of: dic
               origin: dict[str, Any]) -> list[str]:
     """Apply a Condensation to the view as OpenHands does, and write it as a bracket."""
     condensation_id = str(event["id"])
-    forgotten = [i for i in event.get("forgotten_event_ids") or [] if isinstance(i, str)]
+    listed = event.get("forgotten_event_ids")
+    forgotten = [i for i in (listed if isinstance(listed, list) else []) if isinstance(i, str)]
     unknown = [i for i in forgotten if i not in view]
     if unknown:
         b.problem("forgotten-id-unknown", f"condensation {condensation_id}: {len(unknown)} "
@@ -467,7 +468,8 @@ class _V0State:
             if isinstance(message.get("content"), str) and message["content"]:
                 blocks.append({"type": "text", "text": message["content"]})
         arguments: Any = None
-        for call in message.get("tool_calls") or []:
+        calls = message.get("tool_calls")
+        for call in calls if isinstance(calls, list) else []:
             if isinstance(call, Mapping) and call.get("id") == call_id:
                 arguments = mapping_at(call, "function").get("arguments")
         if arguments is None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from ..events import mapping_at
+from ..events import mapping_at, message_of
 from ..jsonvalue import thaw
 from .common import Builder, ImportError_, ImportResult, compact_json, load_json
 from .planner import Keep, New
@@ -260,27 +260,39 @@ class Writer:
     def view(self, items: list[Item], step: int, *, final: bool = False) -> None:
         """Make the surface equal `items`: append what is new, then rewrite what a history
         processor changed (after the appends, so the previous request saw the older
-        contents). A `final` view (after the last request) only appends."""
+        contents). A `final` view (the history, after the last request) only appends the
+        entries after the last one on the surface."""
         surface = self.b.surface()
+        ids = [str(message_of(self.b.event(s)).get("id")) for s in surface]
+        present = {i for i, item in enumerate(items) if item.id in ids}
+        start = max(present) + 1 if present else 0
+        if final or [item.id for item in items[: len(surface)]] != ids:
+            # New messages at the end (the last response and what followed it) are
+            # written as they came; the rest of the difference below.
+            for item in items[start:]:
+                if item.id not in ids:
+                    self.write(item)
+            if final:
+                return
+            surface = self.b.surface()
+            ids = [str(message_of(self.b.event(s)).get("id")) for s in surface]
         keys = [_event_key(self.b.event(s)) for s in surface]
+        if [item.id for item in items[: len(surface)]] != ids:
+            self._replan(items, step, surface, keys)
+            return
         changed: list[tuple[int, Item]] = []
-        diverged = len(items) < len(surface)
         for position, item in enumerate(items[: len(surface)]):
             if keys[position] == item.key:
                 continue
             role, _, calls = keys[position]
-            if role == item.key[0] and calls == item.key[2] and role != "assistant":
-                changed.append((surface[position], item))
-            else:
-                diverged = True
-        if diverged and not final:
-            self._replan(items, step, surface, keys)
-            return
+            if role != item.key[0] or calls != item.key[2] or role == "assistant":
+                self._replan(items, step, surface, keys)
+                return
+            changed.append((surface[position], item))
         for item in items[len(surface):]:
             self.write(item)
-        if not final:
-            for seq, item in changed:
-                self.rewrite(seq, item, step)
+        for seq, item in changed:
+            self.rewrite(seq, item, step)
 
     def _replan(self, items: list[Item], step: int, surface: list[int],
                 keys: list[tuple[str, str, tuple[str, ...]]]) -> None:
@@ -350,7 +362,8 @@ def _import(path: Path, document: Mapping[str, Any], *, tombstones: bool,
             b.omit("system-prompt", "history:system", id=entry_id)
             continue
         base.append(item)
-    steps = [s for s in document.get("trajectory") or [] if isinstance(s, Mapping)]
+    listed = document.get("trajectory")
+    steps = [s for s in (listed if isinstance(listed, list) else []) if isinstance(s, Mapping)]
     queries = [s.get("query") for s in steps]
     after = [s.get("messages") for s in steps]
     views: list[list[Any]] = []
@@ -382,9 +395,10 @@ def _import(path: Path, document: Mapping[str, Any], *, tombstones: bool,
                 b.problem("message-invalid", f"step {number + 1}: message {position} is not "
                           f"an object")
                 continue
-            item = view_reader.item(message, _view_id(base, items, number, position))
+            item = view_reader.item(message, f"s{number + 1}.m{position}")
             if item is not None:
                 items.append(item)
+        _assign_ids(items, base, number)
         view_items.append(items)
     skipped = 0
     for number, items in enumerate(view_items):
@@ -416,9 +430,22 @@ def _import(path: Path, document: Mapping[str, Any], *, tombstones: bool,
     return b.result([path], selection, finished=exit_status is not None, strict=strict)
 
 
-def _view_id(base: list[Item], items: list[Item], number: int, position: int) -> str:
-    """A view message's id: that of the history entry at its place, else its own."""
-    at = len(items)
-    if at < len(base):
-        return base[at].id
-    return f"s{number + 1}.m{position}"
+def _assign_ids(items: list[Item], base: list[Item], number: int) -> None:
+    """Give each message of a request the id of the history entry it shows: the next
+    entry with the same content, else (an elided or reformatted entry) the next one with
+    the same role and call ids; a message the history does not hold keeps its own id."""
+    at = 0
+    for position, item in enumerate(items):
+        match = next((k for k in range(at, len(base)) if base[k].key == item.key), None)
+        if match is None:
+            match = next((k for k in range(at, len(base)) if base[k].key[0] == item.key[0]
+                          and base[k].key[2] == item.key[2]), None)
+            if match is not None and item.kind != "tool" and match != at:
+                match = None  # text entries are matched in place only
+        if match is None:
+            item.id = f"s{number + 1}.m{position}"
+            continue
+        item.id = base[match].id
+        item.kind = base[match].kind if item.kind != "tool" else item.kind
+        item.origin_kind = base[match].origin_kind
+        at = match + 1
