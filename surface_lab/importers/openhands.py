@@ -261,6 +261,8 @@ V0_SKIPPED_ACTIONS = {"change_agent_state", "null", "recall", "condensation_requ
                       "start", "pause", "resume", "stop"}
 V0_SKIPPED_OBSERVATIONS = {"agent_state_changed", "null", "agent_condensation", "success"}
 MASKED = "<MASKED>"
+# Events the V0 agent controller keeps out of the history its View is built from.
+V0_FILTERED = {"change_agent_state", "null", "agent_state_changed"}
 
 
 def is_v0_event(value: Any) -> bool:
@@ -371,6 +373,10 @@ def _import_v0(b: Builder, path: Path, line: int | None, record: Mapping[str, An
              "createdAt": b.time})
     provider, model = _v0_model(record)
     window = _v0_masking_window(record)
+    if window is not None:
+        b.note("masking-approximate", f"observation masking (attention window {window}) is "
+               f"replayed: observations older than the window read {MASKED} from the "
+               f"next request on, each kept as its call's result")
     state = _V0State(b, path, line, provider, model, window)
     for event in events:
         state.add(event)
@@ -416,7 +422,8 @@ class _V0State:
         if action == "condensation":
             self.condense(event, origin)
             return
-        self.order.append(event_id)
+        if action not in V0_FILTERED and observation not in V0_FILTERED:
+            self.order.append(event_id)  # what OpenHands' View holds, in order
         if action == "system":
             b.omit("system-prompt", "action:system", line=self.line, id=event_id)
             return

@@ -30,7 +30,7 @@ from .planner import Keep, New
 
 __all__ = ["import_swe_agent", "looks_like_swe_agent"]
 
-ELIDED = re.compile(r"Old environment output: \(\d+ lines omitted\)")
+ELIDED = re.compile(r"Old environment output: \(\d+ lines omitted\)( \(\d+ images omitted\))?")
 MAX_LITERAL = 1024 * 1024
 STEP_KEYS = {"action", "observation", "response", "thought"}
 
@@ -403,7 +403,9 @@ def _import(path: Path, document: Mapping[str, Any], *, tombstones: bool,
     skipped = 0
     for number, items in enumerate(view_items):
         following = view_items[number + 1] if number + 1 < len(view_items) else base
-        answered = len(following) > len(items) and following[len(items)].kind == "assistant"
+        asked = {item.id for item in items}
+        answered = any(item.kind == "assistant" and item.id not in asked
+                       for item in following)
         writer.view(items, number + 1)
         if not answered and number + 1 < len(view_items):
             skipped += 1
