@@ -150,6 +150,15 @@ class Reader:
                                           *_images(content)], call_id=call_id)
         if role == "assistant":
             blocks: list[dict[str, Any]] = []
+            thinking = message.get("thinking_blocks")
+            for block in thinking if isinstance(thinking, list) else []:
+                if isinstance(block, Mapping) and block.get("type") == "thinking":
+                    blocks.append({"type": "reasoning", "text": str(block.get("thinking", ""))})
+                elif isinstance(block, Mapping):
+                    blocks.append({"type": "reasoning", "text": "", "redacted": True})
+            reasoning = message.get("reasoning_content")
+            if isinstance(reasoning, str) and reasoning and not blocks:
+                blocks.append({"type": "reasoning", "text": reasoning})
             text = _text(content)
             if text:
                 blocks.append({"type": "text", "text": text})
@@ -348,14 +357,14 @@ def _import(path: Path, document: Mapping[str, Any], *, tombstones: bool,
     agents = {h.get("agent") for h in history}
     main_agent = history[0].get("agent") if history else None
     if len(agents) > 1:
-        b.note("other-agents", f"entries of agents other than {main_agent!r} are left out",
-               once=True)
+        b.note("other-agents", f"entries of agents other than {main_agent!r} are left out "
+               f"(SWE-agent sends an agent only its own entries)", once=True)
     reader = Reader(b)
     base: list[Item] = []
     for index, entry in enumerate(history):
         entry_id = f"h{index}"
-        if entry.get("agent") != main_agent:
-            b.omit("sidechain", f"history:{entry.get('agent')}", id=entry_id)
+        if entry.get("agent") != main_agent:  # SWE-agent sends only its own entries
+            b.omit("excluded-from-context", f"history:{entry.get('agent')}", id=entry_id)
             continue
         item = reader.item(entry, entry_id)
         if item is None:
@@ -407,12 +416,13 @@ def _import(path: Path, document: Mapping[str, Any], *, tombstones: bool,
         answered = any(item.kind == "assistant" and item.id not in asked
                        for item in following)
         writer.view(items, number + 1)
-        if not answered and number + 1 < len(view_items):
+        if not answered:
             skipped += 1
             b.omit("excluded-from-context", "step:unanswered", id=f"step-{number + 1}")
     if skipped:
-        b.note("format-error-steps", f"{skipped} step(s) whose response is not in the next "
-               f"request (SWE-agent drops format errors and requeries)")
+        b.note("format-error-steps", f"{skipped} step(s) whose response no later request "
+               f"nor the history holds (a failed requery, or a last step SWE-agent did not "
+               f"keep)")
     writer.view(base, len(view_items) + 1, final=True)
     if writer.rewrites:
         b.note("observations-rewritten", f"{writer.rewrites} observation(s) rewritten by "

@@ -249,16 +249,39 @@ def test_the_audit_sees_the_masking(tmp_path: Path) -> None:
     assert len(frame) == 1
 
 
-def test_a_format_error_step_is_accounted_for(tmp_path: Path) -> None:
+def test_a_requeried_format_error_is_seen_then_dropped(tmp_path: Path) -> None:
+    """SWE-agent keeps a failed step in the trajectory, requeries with the bad output and
+    an error message appended, and keeps neither in the history."""
     path = _write_swe(tmp_path, "query")
     document = json.loads(path.read_text())
-    bad = dict(document["trajectory"][1], response="no command here", action="")
-    document["trajectory"].insert(1, bad)  # requeried: the next query does not hold it
+    steps = document["trajectory"]
+    query = steps[1]["query"]
+    bad = {"role": "assistant", "content": "no command here", "agent": "main",
+           "message_type": "assistant"}
+    error = {"role": "user", "content": "Your output was not formatted correctly",
+             "agent": "main", "message_type": "user"}
+    steps.insert(1, dict(steps[1], response="no command here", action="", query=query))
+    steps[2]["query"] = [*query, bad, error]
+    path.write_text(json.dumps(document))
+    result = import_swe_agent(path)
+    check_invariants(result)
+    views = views_before_responses(result)
+    assert views[2][-2:] == ["no command here", "Your output was not formatted correctly"]
+    assert views[3] == [_source_text(m) for m in steps[3]["query"] if m["role"] != "system"]
+    assert [c["kind"] for c in result.compactions] == ["rewrite"]
+
+
+def test_a_response_kept_nowhere_is_accounted_for(tmp_path: Path) -> None:
+    path = _write_swe(tmp_path, "query")
+    document = json.loads(path.read_text())
+    last = document["trajectory"][-1]
+    document["trajectory"].append(dict(last, response="gave up", query=[
+        *last["query"], *document["history"][7:]]))  # a last step the history lacks
     path.write_text(json.dumps(document))
     result = import_swe_agent(path)
     assert "format-error-steps" in {n.code for n in result.notes}
     assert [r["id"] for r in result.omitted if r["reason"] == "excluded-from-context"] == [
-        "step-2"]
+        "step-4"]
     check_invariants(result)
 
 
