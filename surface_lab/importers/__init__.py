@@ -23,6 +23,7 @@ from .openhands import (
     is_v0_event,
     looks_like_openhands,
     looks_like_openhands_v0,
+    looks_like_openhands_v0_folder,
 )
 from .pi import import_pi, is_pi_header
 from .swe_agent import import_swe_agent, looks_like_swe_agent
@@ -147,7 +148,9 @@ def detect_format(path: str | Path) -> str | None:
     `unsupported_format` for the agents recognised but not imported)."""
     path = Path(path)
     if path.is_dir():
-        return "openhands" if looks_like_openhands(path) else None
+        if looks_like_openhands(path):
+            return "openhands"
+        return "openhands-v0" if looks_like_openhands_v0_folder(path) else None
     if not path.is_file():
         return None
     return _detect(path)[0]

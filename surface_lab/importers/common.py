@@ -37,6 +37,8 @@ OMISSIONS = {
     "subagent-reference": "references to subagent trajectories, not spliced in",
     "unparsable": "lines that could not be read (see the line-unparsable problems)",
     "after-until": "after the line given as until=",
+    "in-response": "actions whose call is already in their model response's assistant "
+                   "message (OpenHands V0 writes one action per call)",
     "usage-not-attached": "token counts that measure no request of their own (Codex "
                           "`info: null`, a repeat of the last count, or no model output "
                           "before them)",

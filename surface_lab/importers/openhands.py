@@ -15,7 +15,7 @@ from .common import Builder, ImportError_, ImportResult, load_json, parse_time
 from .planner import Keep, New
 
 __all__ = ["import_openhands", "import_openhands_v0", "looks_like_openhands",
-           "looks_like_openhands_v0"]
+           "looks_like_openhands_v0", "looks_like_openhands_v0_folder"]
 
 EVENT_FILE = re.compile(r"event-(\d{5,})-(.+)\.json")
 NOT_ON_BRANCH_END = {"ConversationStateUpdateEvent", "ConversationErrorEvent"}
@@ -279,11 +279,43 @@ def looks_like_openhands_v0(document: Any) -> bool:
         next((e for e in events if isinstance(e, Mapping)), None))
 
 
+V0_EVENT_FILE = re.compile(r"(\d+)\.json")
+MAX_EVENT_FILES = 1_000_000
+
+
+def looks_like_openhands_v0_folder(path: Path) -> bool:
+    """A V0 session folder (`sessions/<sid>/`): `events/<n>.json`, one event per file."""
+    folder = path / "events"
+    return path.is_dir() and folder.is_dir() and not looks_like_openhands(path) and any(
+        V0_EVENT_FILE.fullmatch(p.name) for p in folder.iterdir())
+
+
+def _v0_folder_events(path: Path, b: Builder) -> list[Any]:
+    """The events of a V0 session folder in id order; files that are not events are
+    problems, symlinks are not followed."""
+    found = []
+    for file in (path / "events").iterdir():
+        match = V0_EVENT_FILE.fullmatch(file.name)
+        if not match or not file.is_file() or file.is_symlink():
+            continue
+        try:
+            found.append((int(match.group(1)), load_json(file)))
+        except ImportError_ as err:
+            b.problem("line-unparsable", f"{file.name}: "
+                      f"{err.message.removeprefix(f'{file}: ')}")
+            b.omit("unparsable", "event-file", id=file.name, file=str(file))
+        if len(found) > MAX_EVENT_FILES:
+            break
+    return [event for _, event in sorted(found, key=lambda item: item[0])]
+
+
 def _v0_instances(path: Path, b: Builder) -> list[tuple[int | None, dict[str, Any]]]:
     """The trajectories in a file: one for a JSON document, one per line of output.jsonl
-    (with its line number)."""
+    (with its line number); one for a V0 session folder."""
     from .common import read_jsonl
 
+    if path.is_dir():
+        return [(None, {"history": _v0_folder_events(path, b), "instance_id": path.name})]
     if path.suffix != ".jsonl":
         document = load_json(path)
         if isinstance(document, list):
@@ -390,7 +422,10 @@ def _import_v0(b: Builder, path: Path, line: int | None, record: Mapping[str, An
     metrics = mapping_at(record, "metrics")
     if metrics.get("accumulated_cost") is not None:
         selection["accumulated_cost"] = metrics.get("accumulated_cost")
-    return b.result([path], selection, finished=finished, strict=strict)
+    sources = [path] if path.is_file() else sorted(
+        (p for p in (path / "events").iterdir() if V0_EVENT_FILE.fullmatch(p.name)
+         and p.is_file() and not p.is_symlink()), key=lambda p: int(p.stem))
+    return b.result(sources, selection, finished=finished, strict=strict)
 
 
 class _V0State:
@@ -407,7 +442,7 @@ class _V0State:
         self.seq_of: dict[str, int] = {}
         self.observations: set[str] = set()
         self.masked: set[str] = set()
-        self.responses: set[str] = set()
+        self.responses: dict[str, int] = {}  # model response id -> its assistant seq
 
     def origin(self, event_id: str) -> dict[str, Any]:
         return {"file": str(self.path), "line": self.line, "id": event_id}
@@ -450,6 +485,8 @@ class _V0State:
                    id=event_id)
             return
         text = _v0_text(event)
+        if observation == "error":  # as OpenHands V0 sends an error observation
+            text += "\n[Error occurred in processing last action]"
         call_id = meta.get("tool_call_id")
         self.observations.add(event_id)
         if isinstance(call_id, str) and call_id:
@@ -462,38 +499,55 @@ class _V0State:
 
     def tool_call(self, event: Mapping[str, Any], event_id: str, meta: Mapping[str, Any],
                   origin: dict[str, Any]) -> None:
+        """An action the model called: the first action of a model response writes that
+        response as one assistant message (its text, reasoning and every call, in the
+        provider's order), as OpenHands sends it back; the response's other actions are
+        in it already."""
         response = mapping_at(meta, "model_response")
-        response_id = str(response.get("id") or event_id)
+        response_id = str(response.get("id") or f"response:{event_id}")
         call_id = str(meta.get("tool_call_id") or f"call:{event_id}")
         choices = response.get("choices")
         message = mapping_at(choices[0], "message") if isinstance(choices, list) and \
             choices else {}
+        listed = message.get("tool_calls")
+        calls = [c for c in listed if isinstance(c, Mapping)] if isinstance(listed, list) \
+            else []
+        if response_id in self.responses and call_id in self.b.call_seq:
+            self.seq_of[event_id] = self.responses[response_id]
+            self.b.omit("in-response", f"action:{event.get('action')}", line=self.line,
+                        id=event_id)
+            return
         blocks: list[dict[str, Any]] = []
-        if response_id not in self.responses:
+        first = response_id not in self.responses
+        if first:
             self.mask_before_request()
-            self.responses.add(response_id)
+            reasoning = message.get("reasoning_content")
+            if isinstance(reasoning, str) and reasoning:
+                blocks.append({"type": "reasoning", "text": reasoning})
             if isinstance(message.get("content"), str) and message["content"]:
                 blocks.append({"type": "text", "text": message["content"]})
-        arguments: Any = None
-        calls = message.get("tool_calls")
-        for call in calls if isinstance(calls, list) else []:
-            if isinstance(call, Mapping) and call.get("id") == call_id:
-                arguments = mapping_at(call, "function").get("arguments")
-        if arguments is None:
-            arguments = {k: v for k, v in mapping_at(event, "args").items()
-                         if k not in ("thought",)}
-        blocks.append({"type": "tool-call", "id": call_id,
-                       "name": str(meta.get("function_name") or event.get("action")),
-                       "arguments": arguments if isinstance(arguments, str)
-                       else json.dumps(arguments, ensure_ascii=False)})
-        usage = mapping_at(response, "usage")
-        counts = {"inputTokens": usage.get("prompt_tokens"),
-                  "outputTokens": usage.get("completion_tokens")}
-        self.seq_of[event_id] = int(self.b.assistant(
+        if first and any(str(c.get("id")) == call_id for c in calls):
+            for call in calls:
+                function = mapping_at(call, "function")
+                arguments = function.get("arguments", "")
+                blocks.append({"type": "tool-call", "id": str(call.get("id")),
+                               "name": str(function.get("name") or ""),
+                               "arguments": arguments if isinstance(arguments, str)
+                               else json.dumps(arguments, ensure_ascii=False)})
+        else:  # no model response recorded: the call as the action states it
+            arguments = {k: v for k, v in mapping_at(event, "args").items() if k != "thought"}
+            blocks.append({"type": "tool-call", "id": call_id,
+                           "name": str(meta.get("function_name") or event.get("action")),
+                           "arguments": json.dumps(arguments, ensure_ascii=False)})
+        from .mini_swe_agent import usage_of
+
+        seq = int(self.b.assistant(
             event_id, blocks, provider=self.provider, model=str(
                 response.get("model") or self.model), step_key=response_id, origin=origin,
-            usage={k: v for k, v in counts.items() if isinstance(v, int)} or None,
+            usage=(usage_of(response) or None) if first else None,
             responseId=response.get("id"))["seq"])
+        self.seq_of[event_id] = seq
+        self.responses.setdefault(response_id, seq)
 
     def view(self) -> list[str]:
         out = [i for i in self.order if i not in self.forgotten]
@@ -570,7 +624,8 @@ class _V0State:
         for item in view:
             if self.summary is not None and item == self.summary[0]:
                 existing = self.seq_of.get(item)
-                if existing is not None and existing in b.surface():
+                if existing is not None and existing in b.surface() and \
+                        Keep(existing) not in target:
                     target.append(Keep(existing))
                     continue
                 target.append(New("user/message", {
@@ -579,7 +634,7 @@ class _V0State:
                     "source": {"kind": "plugin", "plugin": "compact",
                                "compactionId": item.removesuffix("-summary"),
                                "importedFrom": "openhands-v0"}}, origin=origin))
-            elif item in self.seq_of:
+            elif item in self.seq_of and Keep(self.seq_of[item]) not in target:
                 target.append(Keep(self.seq_of[item]))
         row = b.compaction(condensation_id, target, summary=[{"type": "text", "text": str(
             summary)}] if summary is not None else [], origin=origin, imported={

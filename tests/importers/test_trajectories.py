@@ -80,12 +80,17 @@ def _source_text(message: dict[str, Any]) -> str:
     return content + "".join(f"<call {c['id']}>" for c in calls)
 
 
+def _digest(path: Path) -> list[str]:
+    files = sorted(path.rglob("*")) if path.is_dir() else [path]
+    return [hashlib.sha256(f.read_bytes()).hexdigest() for f in files if f.is_file()]
+
+
 def _converts(path: Path, tmp_path: Path) -> ImportResult:
-    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    before = _digest(path)
     out = tmp_path / "out.jsonl"
     assert main(["convert", str(path), "-o", str(out)]) == 0
     assert main(["validate", str(out)]) == 0
-    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    assert _digest(path) == before  # the source is never written
     assert read_log(out).valid
     result = import_any(path)
     check_invariants(result)
@@ -519,3 +524,72 @@ def test_deep_nesting_and_bad_bytes_are_located_problems(tmp_path: Path) -> None
     assert detect_format(binary) is None
     with pytest.raises(SurfaceLabError):
         import_any(binary, fmt="mini-swe-agent")
+
+
+def _parallel() -> list[dict[str, Any]]:
+    """Two calls in one model response, then an error observation (the shapes of V0's
+    `event_to_dict`: `tool_call_metadata` with the model response, `forgotten_event_ids`
+    null beside a range)."""
+    calls = [{"id": f"p{n}", "type": "function", "function": {
+        "name": "execute_bash", "arguments": json.dumps({"command": f"c{n}"})}} for n in (1, 2)]
+    response = {"id": "resp-par", "model": "gpt-4o", "choices": [{"message": {
+        "role": "assistant", "content": None, "tool_calls": calls,
+        "reasoning_content": "both at once"}}], "usage": {
+            "prompt_tokens": 100, "completion_tokens": 20,
+            "prompt_tokens_details": {"cached_tokens": 80}}}
+
+    def meta(call: str) -> dict[str, Any]:
+        return {"function_name": "execute_bash", "tool_call_id": call,
+                "model_response": response, "total_calls_in_response": 2}
+
+    return [
+        {"id": 0, "timestamp": "2026-01-02T03:04:00Z", "source": "user", "message": "go",
+         "action": "message", "args": {"content": "TASK", "image_urls": None}},
+        {"id": 1, "timestamp": "2026-01-02T03:04:01Z", "source": "agent", "message": "",
+         "action": "run", "args": {"command": "c1", "thought": ""},
+         "tool_call_metadata": meta("p1")},
+        {"id": 2, "timestamp": "2026-01-02T03:04:02Z", "source": "agent", "message": "",
+         "observation": "run", "content": "one", "cause": 1, "tool_call_metadata": meta("p1")},
+        {"id": 3, "timestamp": "2026-01-02T03:04:03Z", "source": "agent", "message": "",
+         "action": "run", "args": {"command": "c2", "thought": ""},
+         "tool_call_metadata": meta("p2")},
+        {"id": 4, "timestamp": "2026-01-02T03:04:04Z", "source": "agent", "message": "",
+         "observation": "error", "content": "boom", "cause": 3, "extras": {"error_id": ""},
+         "tool_call_metadata": meta("p2")},
+        {"id": 5, "timestamp": "2026-01-02T03:04:05Z", "source": "agent",
+         "message": "Summary", "action": "condensation", "tool_call_metadata": None,
+         "args": {"forgotten_event_ids": None, "forgotten_events_start_id": 9,
+                  "forgotten_events_end_id": 9, "summary": None, "summary_offset": None}},
+    ]
+
+
+def test_openhands_v0_one_response_with_two_calls_and_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "trajectory.json"
+    path.write_text(json.dumps(_parallel()))
+    result = import_openhands_v0(path)
+    check_invariants(result)
+    assistants = [e for e in result.events if e["type"] == "assistant/message"]
+    [assistant] = assistants
+    blocks = assistant["data"]["message"]["content"]
+    assert [b["type"] for b in blocks] == ["reasoning", "tool-call", "tool-call"]
+    assert dict(assistant["data"]["usage"]) == {"inputTokens": 20, "cacheReadTokens": 80,
+                                                "outputTokens": 20}
+    assert final_texts(result) == ["TASK", "<call p1><call p2>", "<result p1>one",
+                                   "<result p2>boom\n[Error occurred in processing last "
+                                   "action]"]
+    assert [r["id"] for r in result.omitted if r["reason"] == "in-response"] == ["3"]
+    assert result.problems == []  # a range names the ids the log holds in it: none here
+    assert [c["shadowed_seqs"] for c in result.compactions] == [[]]
+
+
+def test_openhands_v0_session_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "sessions" / "sid1"
+    (folder / "events").mkdir(parents=True)
+    for event in _v0_events({"forgotten_event_ids": [3, 4], "summary": "S",
+                             "summary_offset": 1}):
+        (folder / "events" / f"{event['id']}.json").write_text(json.dumps(event))
+    assert detect_format(folder) == "openhands-v0"
+    result = _converts(folder, tmp_path)
+    assert result.header["id"] == "sid1"
+    assert len(result.sources) == len(list((folder / "events").iterdir()))
+    assert [c["imported_summaryOffset"] for c in result.compactions] == [1]
