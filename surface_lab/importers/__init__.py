@@ -7,6 +7,7 @@ seed a `Session`; `import_any` dispatches on the detected or given format.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -81,12 +82,15 @@ def _sniff(path: Path) -> tuple[list[dict[str, Any]], bytes]:
 
 
 _NO_DOCUMENT = object()
+JSONL_JOIN = re.compile(rb"\}[ \t\r]*\n\{")
 
 
 def _document(path: Path, head: bytes) -> Any:
     """The file as one JSON document when it is one (a `[` or `{` first, small enough to
     read whole); `_NO_DOCUMENT` otherwise."""
     if head.lstrip()[:1] not in (b"{", b"[") or path.stat().st_size > MAX_DOCUMENT:
+        return _NO_DOCUMENT
+    if JSONL_JOIN.search(head):  # an object line then another: JSONL, not read whole
         return _NO_DOCUMENT
     try:
         return orjson.loads(path.read_bytes())

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,12 @@ def _converts(path: Path, tmp_path: Path) -> ImportResult:
     assert main(["convert", str(path), "-o", str(out)]) == 0
     assert main(["validate", str(out)]) == 0
     assert _digest(path) == before  # the source is never written
-    assert read_log(out).valid
+    log = read_log(out)
+    assert log.valid
+    if find_spec("pandas") is not None:  # every bracket's trace equals what it replaced
+        from surface_lab.notebook import replacements_df
+
+        assert replacements_df(log)["recorded_matches"].fillna(True).all()
     result = import_any(path)
     check_invariants(result)
     assert result.problems == []
