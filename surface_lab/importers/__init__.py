@@ -7,6 +7,7 @@ seed a `Session`; `import_any` dispatches on the detected or given format.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -92,9 +93,15 @@ def _document(path: Path, head: bytes) -> Any:
         return _NO_DOCUMENT
     if JSONL_JOIN.search(head):  # an object line then another: JSONL, not read whole
         return _NO_DOCUMENT
+    raw = path.read_bytes()
     try:
-        return orjson.loads(path.read_bytes())
-    except ValueError:  # several lines (JSONL), not JSON, too deep, not UTF-8
+        return orjson.loads(raw)
+    except ValueError as err:  # several lines (JSONL), not JSON, too deep, not UTF-8
+        if "surrogate" not in str(err):
+            return _NO_DOCUMENT
+    try:  # a lone surrogate escape: the document is still recognised (its importer then
+        return json.loads(raw)  # refuses that string with its line)
+    except (ValueError, RecursionError):
         return _NO_DOCUMENT
 
 
