@@ -193,7 +193,9 @@ def _model(document: Mapping[str, Any]) -> tuple[str, str]:
             config = None
     agent = config.get("agent") if isinstance(config, Mapping) else None
     model = agent.get("model") if isinstance(agent, Mapping) else None
-    name = model.get("name") if isinstance(model, Mapping) else None
+    name = None
+    if isinstance(model, Mapping):  # 1.x: agent.model.name; 0.x: agent.model.model_name
+        name = model.get("name") or model.get("model_name")
     if not isinstance(name, str) or not name:
         return "unknown", "unknown"
     provider, _, rest = name.partition("/")

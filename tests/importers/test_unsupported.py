@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from surface_lab import read_log
 from surface_lab.cli import main
@@ -172,3 +174,37 @@ def test_qwen_code_is_not_taken_for_claude_code(tmp_path: Path) -> None:
     assert detect_format(path) != "claude-code"
     with pytest.raises(SurfaceLabError, match="Qwen Code logs are not supported yet"):
         import_any(path, fmt=None)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+    | st.sampled_from(["", "user", "model", "gemini", "session.start", "_usage", "ses_x",
+                       "msg_1", "toolRequest", "say", "history", "sessionId"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from([
+        "role", "type", "content", "message", "parts", "sessionId", "uuid", "id", "data",
+        "history", "messages", "projectHash", "working_dir", "created", "ts", "action",
+        "observation", "trajectory_format", "trajectory", "schema_version", "info",
+        "instance_id", "tool_calls", "query"]), inner, max_size=5),
+    max_leaves=20)
+
+
+@given(st.lists(JSON, min_size=1, max_size=3), st.booleans())
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_odd_json_never_raises_a_foreign_exception(tmp_path: Path, values: list[Any],
+                                                   lines: bool) -> None:
+    """Whatever JSON a file holds, looking at it names a format, an agent or nothing,
+    and importing it is an import or a located refusal."""
+    from surface_lab.importers import foreign_format_hint
+
+    path = tmp_path / ("x.jsonl" if lines else "x.json")
+    path.write_text("".join(json.dumps(v) + "\n" for v in values) if lines
+                    else json.dumps(values[0], indent=1))
+    fmt = detect_format(path)
+    unsupported_format(path)
+    foreign_format_hint(path)
+    if fmt is not None:
+        try:
+            import_any(path)
+        except SurfaceLabError as err:
+            assert err.code != "shape-unknown", err
