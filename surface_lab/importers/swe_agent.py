@@ -210,6 +210,7 @@ class Writer:
         self.file = str(path)
         self.provider, self.model = provider, model
         self.rewrites = 0
+        self.replans: list[int] = []
 
     def origin(self, item_id: str) -> dict[str, Any]:
         return {"file": self.file, "line": None, "id": item_id}
@@ -309,8 +310,7 @@ class Writer:
                 keys: list[tuple[str, str, tuple[str, ...]]]) -> None:
         """A request that is not the previous surface plus new messages: the planner
         encodes it as one bracket (kept items matched in order by content)."""
-        self.b.note("query-rewritten", f"step {step}: the request is not the previous one "
-                    f"plus new messages; written as a history rewrite", once=False)
+        self.replans.append(step)
         target: list[Keep | New] = []
         at = 0
         for item in items:
@@ -426,6 +426,10 @@ def _import(path: Path, document: Mapping[str, Any], *, tombstones: bool,
                f"nor the history holds (a failed requery, or a last step SWE-agent did not "
                f"keep)")
     writer.view(base, len(view_items) + 1, final=True)
+    if writer.replans:
+        b.note("query-rewritten", f"{len(writer.replans)} request(s) were not the previous one "
+               f"plus new messages (steps {', '.join(map(str, writer.replans[:5]))}"
+               f"{', ...' if len(writer.replans) > 5 else ''}); each is a rewrite bracket")
     if writer.rewrites:
         b.note("observations-rewritten", f"{writer.rewrites} observation(s) rewritten by "
                f"SWE-agent's history processors (content-only replaces)")
