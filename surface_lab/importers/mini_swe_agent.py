@@ -37,13 +37,17 @@ def _count(value: Any) -> int | None:
 
 
 def usage_of(response: Mapping[str, Any]) -> dict[str, int]:
-    """An OpenAI-style `usage` in the surface's keys: `inputTokens` is the prompt minus
-    its cached part, which is `cacheReadTokens`."""
+    """A response's `usage` in the surface's keys, from Chat Completions names
+    (`prompt_tokens`, `prompt_tokens_details.cached_tokens`, `completion_tokens`) or
+    Responses names (`input_tokens`, `input_tokens_details`, `output_tokens`):
+    `inputTokens` is the prompt minus its cached part, which is `cacheReadTokens`."""
     usage = _map(response, "usage")
-    prompt, completion = _count(usage.get("prompt_tokens")), _count(
-        usage.get("completion_tokens"))
-    cached = _count(_map(usage, "prompt_tokens_details").get("cached_tokens"))
-    reasoning = _count(_map(usage, "completion_tokens_details").get("reasoning_tokens"))
+    prompt = _count(usage.get("prompt_tokens", usage.get("input_tokens")))
+    completion = _count(usage.get("completion_tokens", usage.get("output_tokens")))
+    cached = _count((_map(usage, "prompt_tokens_details") or _map(
+        usage, "input_tokens_details")).get("cached_tokens"))
+    reasoning = _count((_map(usage, "completion_tokens_details") or _map(
+        usage, "output_tokens_details")).get("reasoning_tokens"))
     out: dict[str, int] = {}
     if prompt is not None:
         if cached is not None and 0 < cached <= prompt:
@@ -55,6 +59,34 @@ def usage_of(response: Mapping[str, Any]) -> dict[str, int]:
     if reasoning:
         out["reasoningTokens"] = reasoning
     return out
+
+
+def _output_blocks(items: Any) -> list[dict[str, Any]]:
+    """The `output` items of a Responses API response as blocks: messages as text,
+    function calls as tool calls, reasoning as reasoning (its summary)."""
+    blocks: list[dict[str, Any]] = []
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, Mapping):
+            continue
+        kind = item.get("type")
+        if kind == "message":
+            blocks += [p for p in _parts(item.get("content")) if p.get("type") != "text"
+                       or p.get("text")]
+        elif kind == "function_call":
+            arguments = item.get("arguments", "")
+            blocks.append({"type": "tool-call", "id": str(item.get("call_id") or ""),
+                           "name": str(item.get("name") or ""),
+                           "arguments": arguments if isinstance(arguments, str)
+                           else compact_json(arguments)})
+        elif kind == "reasoning":
+            parts = item.get("summary")
+            blocks.append({"type": "reasoning", "text": "".join(
+                str(p.get("text", "")) for p in (parts if isinstance(parts, list) else [])
+                if isinstance(p, Mapping)), **(
+                {"redacted": True} if item.get("encrypted_content") else {})})
+        else:
+            blocks.append({**item, "type": f"mini-swe-agent:{kind}"})
+    return blocks
 
 
 def _parts(content: Any) -> list[dict[str, Any]]:
@@ -115,7 +147,7 @@ def import_mini_swe_agent(source: str | Path, *, tombstones: bool = False,
 def _time(message: Mapping[str, Any]) -> int | None:
     extra = _map(message, "extra")
     for value in (extra.get("timestamp"), message.get("timestamp"),
-                  _map(extra, "response").get("created")):
+                  _map(extra, "response").get("created"), message.get("created_at")):
         found = parse_time(value)
         if found is not None:
             return found
@@ -155,11 +187,13 @@ def _import(path: Path, document: Mapping[str, Any], *, tombstones: bool,
         if role == "system" or role == "developer":
             b.omit("system-prompt", f"message:{role}", id=item_id)
             continue
-        if role == "assistant" or kind in ("function_call", "reasoning") or (
+        whole = message.get("object") == "response"  # a Responses API response
+        if role == "assistant" or whole or kind in ("function_call", "reasoning") or (
                 kind == "message" and role == "assistant"):
             assistants += 1
-            response = _map(extra, "response")
-            blocks: list[dict[str, Any]] = []
+            response = message if whole else _map(extra, "response")
+            blocks: list[dict[str, Any]] = _output_blocks(message.get("output")) \
+                if whole else []
             reasoning = message.get("reasoning_content")
             if isinstance(reasoning, str) and reasoning:
                 blocks.append({"type": "reasoning", "text": reasoning})
@@ -175,7 +209,7 @@ def _import(path: Path, document: Mapping[str, Any], *, tombstones: bool,
                                "name": str(message.get("name") or ""),
                                "arguments": arguments if isinstance(arguments, str)
                                else compact_json(arguments)})
-            else:
+            elif not whole:
                 blocks += [p for p in _parts(message.get("content"))
                            if p.get("type") != "text" or p.get("text")]
                 blocks += _calls(message)
@@ -227,6 +261,7 @@ def _import(path: Path, document: Mapping[str, Any], *, tombstones: bool,
             b.note("api-calls-differ", f"model_stats counts {calls} API call(s); the file "
                    f"holds {assistants} assistant message(s)")
     exit_status = info.get("exit_status")
-    if exit_status is not None:
+    if exit_status:
         selection["exit_status"] = str(exit_status)
-    return b.result([path], selection, finished=exit_status is not None, strict=strict)
+    # 1.1 writes the last message's exit status, "" while the run is not over
+    return b.result([path], selection, finished=bool(exit_status), strict=strict)

@@ -599,3 +599,34 @@ def test_openhands_v0_session_folder(tmp_path: Path) -> None:
     assert result.header["id"] == "sid1"
     assert len(result.sources) == len(list((folder / "events").iterdir()))
     assert [c["imported_summaryOffset"] for c in result.compactions] == [1]
+
+
+def test_mini_swe_agent_responses_api_messages_and_an_unfinished_run(tmp_path: Path) -> None:
+    """mini-swe-agent 2 with a Responses API model keeps each response whole (`object:
+    response`, `output` items, Responses usage names); a run not over has exit_status
+    ""."""
+    path = tmp_path / "r.traj.json"
+    path.write_text(json.dumps({"trajectory_format": "mini-swe-agent-1.1", "info": {
+        "exit_status": "", "model_stats": {"instance_cost": 0.03, "api_calls": 1},
+        "config": {"model": {"model_name": "openai/gpt-5.5"}}}, "messages": [
+        {"role": "system", "content": "system"}, {"role": "user", "content": "task"},
+        {"object": "response", "id": "resp_1", "model": "gpt-5.5-2026-04-23",
+         "created_at": 1000, "usage": {
+             "input_tokens": 100, "input_tokens_details": {"cached_tokens": 25},
+             "output_tokens": 40, "output_tokens_details": {"reasoning_tokens": 30}},
+         "output": [
+             {"type": "reasoning", "summary": [{"type": "summary_text", "text": "hm"}]},
+             {"type": "message", "content": [{"type": "output_text", "text": "run it"}]},
+             {"type": "function_call", "call_id": "fc1", "name": "bash",
+              "arguments": '{"command":"ls"}'}], "extra": {"cost": 0.03}},
+        {"type": "function_call_output", "call_id": "fc1", "output": "a b",
+         "extra": {"returncode": 0}}]}))
+    result = _converts(path, tmp_path)
+    [assistant] = [e for e in result.events if e["type"] == "assistant/message"]
+    assert [b["type"] for b in assistant["data"]["message"]["content"]] == [
+        "reasoning", "text", "tool-call"]
+    assert dict(assistant["data"]["usage"]) == {"inputTokens": 75, "cacheReadTokens": 25,
+                                                "outputTokens": 40, "reasoningTokens": 30}
+    assert assistant["time"] == 1_000_000
+    assert final_texts(result) == ["task", "run it<call fc1>", "<result fc1>a b"]
+    assert "final-turn-open" in {n.code for n in result.notes}
