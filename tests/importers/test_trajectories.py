@@ -630,3 +630,35 @@ def test_mini_swe_agent_responses_api_messages_and_an_unfinished_run(tmp_path: P
     assert assistant["time"] == 1_000_000
     assert final_texts(result) == ["task", "run it<call fc1>", "<result fc1>a b"]
     assert "final-turn-open" in {n.code for n in result.notes}
+
+
+def test_each_format_is_detected_as_itself_and_nothing_else(tmp_path: Path) -> None:
+    """Every sample of every format gets its own format and no unsupported agent's name;
+    surface logs get neither."""
+    from surface_lab.importers import unsupported_format
+
+    from .helpers import OTHER, ROOT
+
+    v0 = tmp_path / "v0" / "trajectory.json"
+    v0.parent.mkdir()
+    v0.write_text(json.dumps(_v0_events()))
+    output = tmp_path / "v0" / "output.jsonl"
+    output.write_text(json.dumps({"instance_id": "i", "history": _v0_events()}) + "\n")
+    (tmp_path / "q").mkdir()
+    (tmp_path / "m").mkdir()
+    expected: dict[Path, str | None] = {
+        _write_swe(tmp_path / "q", "query"): "swe-agent",
+        _write_swe(tmp_path / "m", "messages", function_calling=False): "swe-agent",
+        _mini(tmp_path): "mini-swe-agent", v0: "openhands-v0", output: "openhands-v0",
+        **{p: "swe-agent" if p.suffix == ".traj" else "mini-swe-agent"
+           for p in SHARED_FILES},
+        **{p: None for p in sorted((ROOT / "sample_logs").glob("*.jsonl"))},
+    }
+    if OTHER.is_dir():
+        expected |= {p: detect_format(p) for p in OTHER.iterdir()
+                     if p.suffix in (".json", ".jsonl")}
+        assert all(expected[p] is not None for p in OTHER.iterdir()
+                   if p.suffix in (".json", ".jsonl"))
+    for path, fmt in expected.items():
+        assert detect_format(path) == fmt, path
+        assert unsupported_format(path) is None, path
