@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import ast
 import re
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -102,8 +104,9 @@ class Item:
     call_id: str = ""
     origin_kind: str = ""
 
-    @property
+    @cached_property
     def key(self) -> tuple[str, str, tuple[str, ...]]:
+        """(role, text, call ids): what decides whether two messages are the same."""
         return _key("tool" if self.kind == "tool" else
                     "assistant" if self.kind == "assistant" else "user", self.content,
                     self.call_id)
@@ -211,6 +214,15 @@ class Writer:
         self.provider, self.model = provider, model
         self.rewrites = 0
         self.replans: list[int] = []
+        self.keys: dict[int, tuple[str, str, tuple[str, ...]]] = {}
+
+    def id_of(self, seq: int) -> str:
+        return str(message_of(self.b.event(seq)).get("id"))
+
+    def key_of(self, seq: int) -> tuple[str, str, tuple[str, ...]]:
+        if seq not in self.keys:  # events never change: each is keyed once
+            self.keys[seq] = _event_key(self.b.event(seq))
+        return self.keys[seq]
 
     def origin(self, item_id: str) -> dict[str, Any]:
         return {"file": self.file, "line": None, "id": item_id}
@@ -275,20 +287,20 @@ class Writer:
         contents). A `final` view (the history, after the last request) only appends the
         entries after the last one on the surface."""
         surface = self.b.surface()
-        ids = [str(message_of(self.b.event(s)).get("id")) for s in surface]
-        present = {i for i, item in enumerate(items) if item.id in ids}
-        start = max(present) + 1 if present else 0
+        ids = [self.id_of(s) for s in surface]
         if final or [item.id for item in items[: len(surface)]] != ids:
             # New messages at the end (the last response and what followed it) are
             # written as they came; the rest of the difference below.
-            for item in items[start:]:
-                if item.id not in ids:
+            known = set(ids)
+            present = [i for i, item in enumerate(items) if item.id in known]
+            for item in items[present[-1] + 1 if present else 0:]:
+                if item.id not in known:
                     self.write(item)
             if final:
                 return
             surface = self.b.surface()
-            ids = [str(message_of(self.b.event(s)).get("id")) for s in surface]
-        keys = [_event_key(self.b.event(s)) for s in surface]
+            ids = [self.id_of(s) for s in surface]
+        keys = [self.key_of(s) for s in surface]
         if [item.id for item in items[: len(surface)]] != ids:
             self._replan(items, step, surface, keys)
             return
@@ -311,15 +323,19 @@ class Writer:
         """A request that is not the previous surface plus new messages: the planner
         encodes it as one bracket (kept items matched in order by content)."""
         self.replans.append(step)
+        positions: dict[Any, list[int]] = {}
+        for position, key in enumerate(keys):
+            positions.setdefault(key, []).append(position)
         target: list[Keep | New] = []
         at = 0
         for item in items:
-            match = next((k for k in range(at, len(surface)) if keys[k] == item.key), None)
-            if match is None:
+            found = positions.get(item.key) or []
+            k = bisect_left(found, at)
+            if k == len(found):
                 target.append(self.new(item))
             else:
-                target.append(Keep(surface[match]))
-                at = match + 1
+                target.append(Keep(surface[found[k]]))
+                at = found[k] + 1
         self.b.compaction(f"swe-agent:step-{step}", target, summary=[], kind="rewrite",
                           imported={"step": step}, origin=self.origin(f"step-{step}"))
 
@@ -395,6 +411,7 @@ def _import(path: Path, document: Mapping[str, Any], *, tombstones: bool,
         b.note("no-step-inputs", "no trajectory steps; the history is imported as written",
                once=True)
     view_items = []
+    history_index = HistoryIndex(base)
     for number, view in enumerate(views):
         view_reader = Reader(b)
         items: list[Item] = []
@@ -409,7 +426,7 @@ def _import(path: Path, document: Mapping[str, Any], *, tombstones: bool,
             item = view_reader.item(message, f"s{number + 1}.m{position}")
             if item is not None:
                 items.append(item)
-        _assign_ids(items, base, number)
+        _assign_ids(items, history_index, number)
         view_items.append(items)
     skipped = 0
     for number, items in enumerate(view_items):
@@ -448,16 +465,35 @@ def _import(path: Path, document: Mapping[str, Any], *, tombstones: bool,
     return b.result([path], selection, finished=exit_status is not None, strict=strict)
 
 
-def _assign_ids(items: list[Item], base: list[Item], number: int) -> None:
+class HistoryIndex:
+    """Where each content and each (role, call ids) occurs in the history."""
+
+    def __init__(self, base: list[Item]) -> None:
+        self.base = base
+        self.by_key: dict[Any, list[int]] = {}
+        self.by_role: dict[Any, list[int]] = {}
+        for index, entry in enumerate(base):
+            self.by_key.setdefault(entry.key, []).append(index)
+            self.by_role.setdefault((entry.key[0], entry.key[2]), []).append(index)
+
+
+def _assign_ids(items: list[Item], index: HistoryIndex, number: int) -> None:
     """Give each message of a request the id of the history entry it shows: the next
     entry with the same content, else (an elided or reformatted entry) the next one with
     the same role and call ids; a message the history does not hold keeps its own id."""
+    base, by_key, by_role = index.base, index.by_key, index.by_role
+
+    def next_of(indices: list[int] | None, at: int) -> int | None:
+        if not indices:
+            return None
+        k = bisect_left(indices, at)
+        return indices[k] if k < len(indices) else None
+
     at = 0
     for position, item in enumerate(items):
-        match = next((k for k in range(at, len(base)) if base[k].key == item.key), None)
+        match = next_of(by_key.get(item.key), at)
         if match is None:
-            match = next((k for k in range(at, len(base)) if base[k].key[0] == item.key[0]
-                          and base[k].key[2] == item.key[2]), None)
+            match = next_of(by_role.get((item.key[0], item.key[2])), at)
             if match is not None and item.kind != "tool" and match != at:
                 match = None  # text entries are matched in place only
         if match is None:
