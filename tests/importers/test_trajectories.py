@@ -662,3 +662,43 @@ def test_each_format_is_detected_as_itself_and_nothing_else(tmp_path: Path) -> N
     for path, fmt in expected.items():
         assert detect_format(path) == fmt, path
         assert unsupported_format(path) is None, path
+
+
+def _last_n_observations(steps: int, keep: int) -> dict[str, Any]:
+    """A query-form trajectory whose requests elide all observations but the task and the
+    last `keep`, as LastNObservations does."""
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": "SYS", "agent": "main", "message_type": "system_prompt"},
+        {"role": "user", "content": "TASK", "agent": "main", "message_type": "observation"}]
+    trajectory = []
+    for i in range(steps):
+        query = [dict(m) for m in history]
+        observations = [k for k, m in enumerate(query) if m["message_type"] == "observation"]
+        for k in observations[1 : max(0, len(observations) - keep)]:
+            lines = query[k]["content"].count("\n") + 1
+            query[k] = dict(query[k], content=f"Old environment output: ({lines} lines omitted)")
+        call = f"c{i}"
+        history += [
+            {"role": "assistant", "content": f"step {i}", "thought": f"step {i}",
+             "action": "ls", "agent": "main", "message_type": "action", "tool_calls": [
+                 {"id": call, "type": "function",
+                  "function": {"name": "bash", "arguments": json.dumps({"command": "ls"})}}]},
+            {"role": "tool", "content": f"line\nline\nout {i}", "agent": "main",
+             "message_type": "observation", "tool_call_ids": [call]}]
+        trajectory.append({"action": "ls", "observation": f"out {i}", "response": f"step {i}",
+                           "thought": f"step {i}", "query": query})
+    return {"trajectory": trajectory, "history": history, "info": {"exit_status": "submitted"}}
+
+
+def test_last_n_observations_over_many_steps(tmp_path: Path) -> None:
+    document = _last_n_observations(30, keep=3)
+    path = tmp_path / "long.traj"
+    path.write_text(json.dumps(document))
+    result = import_swe_agent(path)
+    check_invariants(result)
+    assert views_before_responses(result) == [
+        [_source_text(m) for m in step["query"] if m["role"] != "system"]
+        for step in document["trajectory"]]
+    prunes = [e for e in result.events if e["type"] == "compaction/prune"]
+    assert len(prunes) == 30 - 3 - 1  # each observation once, when it leaves the window
+    assert result.compactions == []  # elisions never need a bracket
