@@ -160,6 +160,22 @@ def test_json_that_is_no_agent_log_says_so(tmp_path: Path, body: str,
         import_any(path)
 
 
+@pytest.mark.parametrize("case", ["config", "Gemini CLI"])
+def test_the_audit_names_them_too(tmp_path: Path, case: str,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("pandas")
+    if case == "config":
+        path = _write(tmp_path, "config.json", json.dumps({"name": "x"}, indent=2))
+        message = "JSON that is no agent log"
+    else:
+        path = _write(tmp_path, *SAMPLES[case][0])
+        message = f"{case} logs are not supported yet"
+    assert main(["audit", str(path), "--out", str(tmp_path / "report")]) == 1
+    out = capsys.readouterr()
+    assert f"{path}:1: format-unsupported: {message}" in out.out + out.err
+    assert "Traceback" not in out.err and "header-invalid" not in out.out + out.err
+
+
 def test_a_broken_surface_header_is_still_reported_as_such(tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]
                                                            ) -> None:
