@@ -325,6 +325,24 @@ def _v0_instances(path: Path, b: Builder) -> list[tuple[int | None, dict[str, An
             if isinstance(record.get("history"), list)]
 
 
+DATA_URL = re.compile(r"data:([\w.+-]+/[\w.+-]+);base64,(.*)", re.S)
+
+
+def _v0_images(urls: Any) -> list[dict[str, Any]]:
+    """A user message's `image_urls`: data URLs as images identified by their bytes' hash,
+    other URLs as blocks of their own type."""
+    from .common import image_block
+
+    out = []
+    for url in urls if isinstance(urls, list) else []:
+        match = DATA_URL.fullmatch(url) if isinstance(url, str) else None
+        if match:
+            out.append(image_block(match.group(2), match.group(1)))
+        elif isinstance(url, str):
+            out.append({"type": "openhands-v0:image_url", "url": url})
+    return out
+
+
 def _v0_text(event: Mapping[str, Any]) -> str:
     content = event.get("content")
     if content is None:
@@ -466,7 +484,9 @@ class _V0State:
             text = _v0_text(event) if mapping_at(event, "args").get("content") is None \
                 else str(mapping_at(event, "args").get("content"))
             if event.get("source") == "user":
-                self.seq_of[event_id] = int(b.user(event_id, text, origin)["seq"])
+                content = [{"type": "text", "text": text}, *_v0_images(
+                    mapping_at(event, "args").get("image_urls"))]
+                self.seq_of[event_id] = int(b.user(event_id, content, origin)["seq"])
             else:
                 self.mask_before_request()
                 self.seq_of[event_id] = int(b.assistant(

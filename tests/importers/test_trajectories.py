@@ -550,7 +550,8 @@ def _parallel() -> list[dict[str, Any]]:
 
     return [
         {"id": 0, "timestamp": "2026-01-02T03:04:00Z", "source": "user", "message": "go",
-         "action": "message", "args": {"content": "TASK", "image_urls": None}},
+         "action": "message", "args": {"content": "TASK", "image_urls": [
+             "data:image/png;base64,iVBORw0KGgo=", "https://example.com/a.png"]}},
         {"id": 1, "timestamp": "2026-01-02T03:04:01Z", "source": "agent", "message": "",
          "action": "run", "args": {"command": "c1", "thought": ""},
          "tool_call_metadata": meta("p1")},
@@ -584,6 +585,11 @@ def test_openhands_v0_one_response_with_two_calls_and_an_error(tmp_path: Path) -
                                    "<result p2>boom\n[Error occurred in processing last "
                                    "action]"]
     assert [r["id"] for r in result.omitted if r["reason"] == "in-response"] == ["3"]
+    user = next(e for e in result.events if e["type"] == "user/message")
+    image, link = user["data"]["content"][1:]
+    assert image["type"] == "image" and image["attachment"]["attachmentId"].startswith(
+        "sha256:") and image["attachment"]["bytes"] == 8
+    assert dict(link) == {"type": "openhands-v0:image_url", "url": "https://example.com/a.png"}
     assert result.problems == []  # a range names the ids the log holds in it: none here
     assert [c["shadowed_seqs"] for c in result.compactions] == [[]]
 
