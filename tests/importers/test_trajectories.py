@@ -708,3 +708,12 @@ def test_last_n_observations_over_many_steps(tmp_path: Path) -> None:
     prunes = [e for e in result.events if e["type"] == "compaction/prune"]
     assert len(prunes) == 30 - 3 - 1  # each observation once, when it leaves the window
     assert result.compactions == []  # elisions never need a bracket
+
+
+def test_an_output_jsonl_line_longer_than_the_peek_is_detected(tmp_path: Path) -> None:
+    events = _v0_events()
+    events[3]["args"]["command"] = "x" * 300_000  # one line past detect_format's peek
+    path = tmp_path / "output.jsonl"
+    path.write_text(json.dumps({"instance_id": "big", "history": events}) + "\n")
+    assert detect_format(path) == "openhands-v0"
+    assert import_any(path).header["id"] == "big"
