@@ -686,7 +686,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--session", metavar="ID",
                    help="copy only this session of a store or database")
     p.add_argument("--from", dest="fmt", choices=["claude-code", "codex", "pi", "atif",
-                                                  "openhands"],
+                                                  "openhands", "openhands-v0", "swe-agent",
+                                                  "mini-swe-agent"],
                    help="import another tool's log (detected when left out)")
     p.add_argument("--leaf", help="the branch to import (a record or entry id)")
     p.add_argument("--tombstones", action="store_true",

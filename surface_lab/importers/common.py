@@ -40,6 +40,8 @@ OMISSIONS = {
     "subagent-reference": "references to subagent trajectories, not spliced in",
     "unparsable": "lines that could not be read (see the line-unparsable problems)",
     "after-until": "after the line given as until=",
+    "in-response": "actions whose call is already in their model response's assistant "
+                   "message (OpenHands V0 writes one action per call)",
     "usage-not-attached": "token counts that measure no request of their own (Codex "
                           "`info: null`, a repeat of the last count, or no model output "
                           "before them)",
@@ -251,7 +253,7 @@ def load_json(path: Path) -> Any:
                                path=str(path), line=err.lineno) from None
         try:  # what orjson refuses but JSON readers accept: NaN, integers over 64 bits
             return json.loads(raw.decode("utf-8"))
-        except ValueError:
+        except (ValueError, RecursionError):  # nested deeper than either reader goes
             raise ImportError_(f"{path}: not JSON: {err}", code="line-unparsable",
                                path=str(path), line=err.lineno) from None
 
