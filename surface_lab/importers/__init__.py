@@ -10,8 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from ..jsonvalue import loads
 from .atif import import_atif, looks_like_atif
 from .claude_code import import_claude_code, looks_like_claude_code
 from .codex import import_codex, looks_like_codex
@@ -48,7 +47,7 @@ def _first_records(path: Path) -> list[dict[str, Any]]:
     records = []
     for line in head.splitlines()[:50]:
         try:  # orjson refuses nesting past 1024 levels with a ValueError, never recursing
-            value = orjson.loads(line)
+            value = loads(line)
         except ValueError:
             continue
         if isinstance(value, dict):
@@ -78,7 +77,7 @@ def detect_format(path: str | Path) -> str | None:
             return "atif"
     if path.suffix == ".json" and path.stat().st_size < 64 * 1024 * 1024:
         try:
-            if looks_like_atif(orjson.loads(path.read_bytes())):
+            if looks_like_atif(loads(path.read_bytes())):
                 return "atif"
         except (ValueError, UnicodeDecodeError):
             return None

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import SurfaceLabError
 from ..events import Event
-from ..jsonvalue import FrozenDict, thaw
+from ..jsonvalue import FrozenDict, loads, thaw
 from ..problems import Problem
 from ..session import Session
 from .planner import TOMBSTONE, Keep, New, Replace, plan
@@ -138,7 +138,7 @@ def read_jsonl(path: Path, builder: Builder) -> list[tuple[int, dict[str, Any]]]
                 builder.omit("unparsable", "too-long", line=number)
                 continue
             try:
-                record = orjson.loads(line)
+                record = loads(line)
             except orjson.JSONDecodeError as err:
                 builder.problem("line-unparsable", f"not JSON: {err}", line=number)
                 builder.omit("unparsable", "not-json", line=number)
@@ -168,7 +168,7 @@ def load_json(path: Path) -> Any:
                            code="line-unparsable", path=str(path))
     raw = path.read_bytes()
     try:
-        return orjson.loads(raw)
+        return loads(raw)
     except orjson.JSONDecodeError as err:
         if "surrogate" in str(err) or "UTF-8" in str(err):
             raise ImportError_(f"{path}: not valid JSON text: {err}", code="line-unparsable",

@@ -21,6 +21,7 @@ import orjson
 from ..chunks import RowError, expand_row
 from ..errors import AdmissionError, CorruptLogError, StorageError
 from ..events import ROW_SET, freeze_event
+from ..jsonvalue import loads
 from ..problems import Problem
 from ..surface import seq_is
 from .scan import Scan
@@ -177,7 +178,7 @@ def parse_line(line: bytes, *, long_digits: bool = True) -> Any:
     if not line.strip():
         raise BadLine("line-unparsable", "empty line")
     try:
-        value = orjson.loads(line)
+        value = loads(line)
     except orjson.JSONDecodeError as err:
         raise BadLine("line-unparsable", f"not JSON: {err}") from None
     if long_digits and has_long_digits(line):  # orjson makes big integers floats

@@ -23,7 +23,7 @@ from ..errors import (
 )
 from ..events import Event, freeze_event
 from ..header import check_header
-from ..jsonvalue import dumps
+from ..jsonvalue import dumps, loads
 from .base import Scan, Store, checked_batch, conflict
 
 __all__ = ["APPLICATION_ID", "DDL", "SCHEMA_VERSION", "ReadOnlyConnection", "SqliteStore",
@@ -417,11 +417,11 @@ class SqliteStore(Store):
                                       path=self.path, seq=seq) from None
             try:
                 event: dict[str, Any] = {"type": kind, "seq": seq, "time": time,
-                                         "data": orjson.loads(data)}
+                                         "data": loads(data)}
                 if sources is not None:
-                    event["sourceEventSeqs"] = orjson.loads(sources)
+                    event["sourceEventSeqs"] = loads(sources)
                 if op is not None:
-                    event["surfaceOp"] = orjson.loads(op)
+                    event["surfaceOp"] = loads(op)
             except orjson.JSONDecodeError as err:
                 raise CorruptLogError(f"{self.path}: session {session_id!r}: stored JSON is "
                                       f"unparsable: {err}", code="line-unparsable",
