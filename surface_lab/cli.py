@@ -450,6 +450,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     try:
         from .notebook.audit import audit_report
     except ImportError as err:
+        if not isinstance(err, ModuleNotFoundError) and "failed to map segment" in str(err):
+            # the extension is there, the address space to load it is not (ulimit -v)
+            raise MemoryError(str(err)) from None
         raise SurfaceLabError(f"the audit needs the notebook extras ({err.name} is missing):"
                               f" python -m pip install -e '.[notebook]'") from None
     progress = not args.no_progress
