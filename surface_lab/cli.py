@@ -237,7 +237,8 @@ def cmd_import(args: argparse.Namespace, src: Path, dst: Path) -> int:
         _out(f"{src}: not converted: nothing the model saw; {dst} not written", sys.stderr)
         return 1
     if dst.exists():
-        raise StorageError(f"{dst}: already exists; nothing written", path=str(dst))
+        raise StorageError(f"{dst}: already exists; nothing written", code="target-exists",
+                           path=str(dst))
     store = JsonlStore.for_file(dst)
     store.create(result.header)
     store.append(str(result.header["id"]), result.events)
@@ -280,7 +281,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
                            f"{len(readings)} (give a folder or a .db, or pick one with "
                            f"--session ID)", path=str(dst))
     if dst.exists() and not (dst.is_dir() or is_sqlite(dst)):
-        raise StorageError(f"{dst}: already exists; nothing written", path=str(dst))
+        raise StorageError(f"{dst}: already exists; nothing written", code="target-exists",
+                           path=str(dst))
     with _store_for(dst, create=True) as store:
         for r in readings:
             header = {**r.header, "delegationDepth": r.header.get("delegationDepth", 0)}
@@ -416,7 +418,17 @@ def expand_audit_paths(names: Sequence[str]) -> list[AuditInput]:
                 found.append((path, None, _log_stem(path)))
     out: list[AuditInput] = []
     seen: set[str] = set()
+    inputs: set[tuple[int, int, str | None]] = set()
     for path, session_id, stem in found:  # two sessions never share a report
+        try:  # one file named twice (relative and absolute, or through a link): once
+            st = path.stat()
+            key = (st.st_dev, st.st_ino, session_id)
+        except OSError:
+            key = None
+        if key is not None:
+            if key in inputs:
+                continue
+            inputs.add(key)
         unique, n = stem, 1
         while unique in seen:
             n += 1
@@ -547,7 +559,7 @@ def cmd_corpus_sql(args: argparse.Namespace) -> int:
 
     from . import corpus
 
-    c = corpus.open(args.out)
+    c = corpus.open(args.out, allow_external=args.allow_external)
     try:
         frame = c.sql(args.query)
     except duckdb.Error as err:
@@ -595,7 +607,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         target = Path(args.out) / f"large-{args.events}.jsonl"
         if target.exists() and not args.force:
             raise StorageError(f"{target}: already exists; nothing written (--force "
-                               f"replaces it)", path=str(target))
+                               f"replaces it)", code="target-exists", path=str(target))
         path, written = generate_large(target, args.events)
         size = path.stat().st_size
         _out(f"{path}: {written} events, {size / 1e6:.1f} MB in "
@@ -724,6 +736,9 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("out", metavar="OUT")
     q.add_argument("query", metavar="QUERY")
     q.add_argument("--csv", action="store_true", help="CSV instead of a table")
+    q.add_argument("--allow-external", action="store_true",
+                   help="let the query read files outside the corpus folder (read_csv, "
+                        "read_parquet...); queries stay read-only")
 
     p = _command(sub, "bench", "timings beside same-run baselines, as ratios",
                  "Time reading, frames, appends, replay, plots, memory and the corpus build "

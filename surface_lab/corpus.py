@@ -673,13 +673,20 @@ def to_parquet(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[str
 
 # -- querying ----------------------------------------------------------------------------
 
+_READ_STATEMENTS = frozenset({"SELECT", "EXPLAIN"})
+
 
 class Corpus:
     """DuckDB views over a built dataset: `.sql(query)` returns pandas; each table is also a
-    lazy relation (`.events`, `.sessions`, `.replaces`, `.replace_members`, `.mentions`)."""
+    lazy relation (`.events`, `.sessions`, `.replaces`, `.replace_members`, `.mentions`).
 
-    def __init__(self, out: str | os.PathLike[str], *, memory_limit: str | None = None
-                 ) -> None:
+    Queries are read-only (one or more SELECT statements) and, unless `allow_external`,
+    reach no file outside the corpus folder: DuckDB's external access is off (no COPY,
+    ATTACH, INSTALL or LOAD, no reader of another file) and its configuration is locked,
+    so no query can turn either back on."""
+
+    def __init__(self, out: str | os.PathLike[str], *, memory_limit: str | None = None,
+                 allow_external: bool = False) -> None:
         import duckdb
 
         self.root = Path(out)
@@ -687,14 +694,30 @@ class Corpus:
         self.db = duckdb.connect(":memory:")
         if memory_limit:
             self.db.execute("SET memory_limit = ?", [memory_limit])
+        root = self.root.resolve()
         for table in TABLES:
-            files = self.manifest.files(out, table)
+            files = self.manifest.files(root, table)
             if files:  # paths come from our own manifest; DuckDB takes them as a parameter
                 relation = self.db.read_parquet(files, hive_partitioning=True)
                 relation.create_view(table)
+        if not allow_external:
+            self.db.execute("SET allowed_directories = ?", [[f"{root}{os.sep}"]])
+            self.db.execute("SET enable_external_access = false")
+        self.db.execute("SET lock_configuration = true")
 
     def sql(self, query: str) -> Any:
-        """Run SQL over the views and return a pandas DataFrame."""
+        """Run read-only SQL over the views and return a pandas DataFrame.
+
+        Raises:
+            SurfaceLabError: `query-refused`, a statement other than SELECT.
+            duckdb.Error: the query failed (DuckDB's own message).
+        """
+        for statement in self.db.extract_statements(query):
+            kind = statement.type.name
+            if kind not in _READ_STATEMENTS:
+                raise SurfaceLabError(
+                    f"only SELECT queries are run on a corpus (read-only); got {kind}: "
+                    f"{statement.query.strip()[:80]}", code="query-refused")
         return self.db.sql(query).df()
 
     def table(self, name: str) -> Any:

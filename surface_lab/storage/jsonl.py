@@ -234,6 +234,7 @@ class JsonlStore(Store):
         path = self._find(session_id)
         if path is None:
             raise StorageError(f"no stored session {session_id!r} under {self.root}",
+                               code="session-not-found",
                                path=self.path)
         return path
 
@@ -270,7 +271,8 @@ class JsonlStore(Store):
     def create(self, header: Mapping[str, Any]) -> None:
         checked = check_header(header)
         if self._find(checked["id"]) is not None:
-            raise StorageError(f"session {checked['id']!r} already exists", path=self.path)
+            raise StorageError(f"session {checked['id']!r} already exists",
+                               code="session-exists", path=self.path)
         self._created[checked["id"]] = checked
 
     def _refuse_links(self, *paths: Path) -> None:
@@ -429,6 +431,7 @@ class JsonlStore(Store):
         header = self._created.get(session_id)
         if header is None:
             raise StorageError(f"no session {session_id!r} to append to; create it first",
+                               code="session-not-found",
                                path=self.path)
         if batch[0]["seq"] != 0:
             raise conflict(self.path, session_id, 0, batch[0]["seq"])
