@@ -98,7 +98,8 @@ class TestValidate:
     def test_missing_files_are_one_line(self, tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
         code, lines, _ = _run(capsys, "validate", str(tmp_path / "nope.jsonl"))
-        assert code == 1 and lines == [f"{tmp_path / 'nope.jsonl'}: path-refused: no such file or folder"]
+        assert code == 1
+        assert lines == [f"{tmp_path / 'nope.jsonl'}: path-refused: no such file or folder"]
 
     def test_usage_errors_exit_2(self, capsys: pytest.CaptureFixture[str]) -> None:
         with pytest.raises(SystemExit) as info:
