@@ -78,8 +78,10 @@ def _expand(sources: Iterable[str | os.PathLike[str]]) -> list[Path]:
         path = Path(text)  # a FIFO or a device is never opened here: reading refuses it
         if path.is_dir() and detect_format(path) is None:
             for child in sorted(path.rglob("*")):
-                log_file = child.is_file() and ".cont-" not in child.name and (
-                    child.name.endswith(LOG_SUFFIXES) or is_sqlite(child))
+                # a log's name on a FIFO, a dangling link or a device is kept: reading it
+                # refuses it, unopened, and its row says why
+                named = child.name.endswith(LOG_SUFFIXES) and not child.is_dir()
+                log_file = ".cont-" not in child.name and (named or is_sqlite(child))
                 if log_file or (child.is_dir() and detect_format(child) == "openhands"):
                     found.append(child)
         else:
@@ -244,13 +246,20 @@ def _read_session(ref: SessionRef) -> tuple[Any, str, str, list[Any], int | None
                 int(reading.header["createdAt"]))
     except SurfaceLabError as err:
         problem = Problem.from_error(err, path=str(path))
-        log = LogData(ref.session_id or ref.id or path.name, [])
+        log = LogData(ref.session_id or ref.id or _unread_id(path), [])
         if path.is_file() and ref.session_id is None:
             with contextlib.suppress(SurfaceLabError):  # the readable prefix of a damaged file
                 log = load_source(str(path), strict=False, progress=False)
         if not log.problems:
             log.problems.append(problem)
         return log, ref.session_id or log.session_id, fmt, log.problems, None
+
+
+def _unread_id(path: Path) -> str:
+    """The id of a session that could not be read: its file's name, or its session
+    folder's for a store's `session.jsonl` (two unreadable ones are not one session)."""
+    return path.parent.name if path.name in ("session.jsonl", "session.jsonl.zstd") \
+        else path.name
 
 
 def _clean(text: str) -> str:
@@ -384,7 +393,7 @@ def _session_tables(ref: SessionRef) -> _SessionTables:
         text = _clean(f"{type(err).__name__}: {err}")
         problems = [Problem("error", "session-unreadable",
                             text if len(text) <= 300 else f"{text[:300]}...", ref.path)]
-        session_id = _clean(ref.session_id or ref.id or Path(ref.path).name)
+        session_id = _clean(ref.session_id or ref.id or _unread_id(Path(ref.path)))
         columns = _session_columns(ref, LogData(session_id, []), session_id, "surface",
                                    problems, None)
         tables = {name: pa.Table.from_pydict(columns[name], schema=schema)

@@ -78,6 +78,8 @@ def refusal(path: Path) -> str | None:
     try:
         mode = path.stat().st_mode  # follows links; a loop raises ELOOP
     except FileNotFoundError:
+        if os.path.islink(path):
+            return f"is a dangling symbolic link (to {os.readlink(path)})"
         return "no such file or folder"
     except OSError as err:
         return f"cannot be looked at ({err.strerror or err})"
@@ -102,7 +104,7 @@ def open_regular(path: Path) -> IO[bytes]:
     if why is None and path.is_dir():
         why = "is a folder"
     if why is not None:
-        raise StorageError(f"{path}: {why}", path=str(path))
+        raise StorageError(f"{path}: {why}", code="path-refused", path=str(path))
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as err:

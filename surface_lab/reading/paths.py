@@ -77,10 +77,13 @@ class Resolved:
 
 
 def _is_member(path: Path) -> bool:
-    if refusal(path) is not None or not path.is_file():
+    """A log of a folder or glob. One named as a log that cannot be read (a FIFO, a
+    dangling link, a device) is a member too, so that reading it is a problem line."""
+    if not path.name.endswith((*LOG_SUFFIXES, *SQLITE_SUFFIXES)) or path.is_dir():
         return False
-    return path.name.endswith(LOG_SUFFIXES) or (path.name.endswith(SQLITE_SUFFIXES)
-                                                  and is_sqlite(path))
+    if refusal(path) is not None:
+        return os.path.lexists(path)
+    return path.name.endswith(LOG_SUFFIXES) or is_sqlite(path)
 
 
 def _is_store(folder: Path) -> bool:

@@ -28,6 +28,7 @@ from ..reading.codec import (
     parse_line,
     read_intent,
     read_log_bytes,
+    refusal,
     scan_bytes,
     scan_file,
 )
@@ -224,10 +225,16 @@ class JsonlStore(Store):
         if not self.root.is_dir():
             return None
         found = [p for project in sorted(self.root.iterdir()) if project.is_dir()
-                 for p in (project / name / LOG_NAME, project / name / ZSTD_NAME) if p.is_file()]
+                 for p in (project / name / LOG_NAME, project / name / ZSTD_NAME)
+                 if os.path.lexists(p)]
         if len(found) > 1:
             raise StorageError(f"session {session_id!r} is stored more than once: "
                                f"{', '.join(map(str, found))}", path=self.path)
+        if found and not found[0].is_symlink() and refusal(found[0]) is not None:
+            # a FIFO or a device in a log's place: neither read nor written (a symbolic
+            # link is refused for writing as store-layout, and read as its target)
+            raise StorageError(f"{found[0]}: {refusal(found[0])}", code="path-refused",
+                               path=str(found[0]))
         return found[0] if found else None
 
     def _require(self, session_id: str) -> Path:
@@ -262,8 +269,11 @@ class JsonlStore(Store):
             return [found] if found is not None else []
         if not self.root.is_dir():
             return []
-        ids = {decode_id(p.parent.name) for project in self.root.iterdir() if project.is_dir()
-               for p in [*project.glob(f"*/{LOG_NAME}"), *project.glob(f"*/{ZSTD_NAME}")]}
+        # a session whose log is a FIFO or a dangling link is listed: reading it refuses
+        # with a problem, where a glob (which skips dangling links) would hide it
+        ids = {decode_id(session.name) for project in self.root.iterdir() if project.is_dir()
+               for session in project.iterdir() if session.is_dir()
+               and any(os.path.lexists(session / n) for n in (LOG_NAME, ZSTD_NAME))}
         return sorted(ids)
 
     # writing
