@@ -161,13 +161,16 @@ def _open_log(log: Path, flags: int) -> int:
 
 
 # (st_dev, st_ino, st_size, st_mtime_ns), the last bytes, the next seq
-_Seen = tuple[tuple[int, int, int, int], bytes, int]
+_Seen = tuple[tuple[int, int, int, int, int], bytes, int]
 
 
-def _identity(fd: int) -> tuple[tuple[int, int, int, int], bytes]:
+def _identity(fd: int) -> tuple[tuple[int, int, int, int, int], bytes]:
+    """What a remembered next seq is valid for: the file (device, inode), its size, its
+    mtime and its ctime (which no one can set back: `utime` itself moves it), and its
+    last bytes."""
     st = os.fstat(fd)
     tail = os.pread(fd, min(st.st_size, _TAIL_BYTES), max(0, st.st_size - _TAIL_BYTES))
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns), tail
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns), tail
 
 
 class JsonlStore(Store):
@@ -362,7 +365,8 @@ class JsonlStore(Store):
 
     def _stored_next(self, log: Path, session_id: str) -> int:
         """The next seq of a log, refusing logs that cannot take an append. The cache is
-        used only while the log is the same file, at the same size, mtime and last bytes."""
+        used only while the log is the same file, at the same size, mtime, ctime and last
+        bytes."""
         fd = _open_log(log, os.O_RDONLY)
         try:
             seen = _identity(fd)
