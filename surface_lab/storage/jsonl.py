@@ -160,7 +160,7 @@ def _open_log(log: Path, flags: int) -> int:
     return os.open(log, flags | os.O_NOFOLLOW)
 
 
-# (st_dev, st_ino, st_size, st_mtime_ns), the last bytes, the next seq
+# (st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns), the last bytes, the next seq
 _Seen = tuple[tuple[int, int, int, int, int], bytes, int]
 
 
