@@ -483,7 +483,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             return _report_audit(args.out, [("the long-compaction sample", result)], True)
         items = [AuditInput(source, None, "long-compaction")]
     done: list[tuple[str, Any]] = []
-    failed = False
+    refused: list[tuple[str, str]] = []
     for item in items:
         label = _label(item.path, item.session_id)
         try:
@@ -493,12 +493,26 @@ def cmd_audit(args: argparse.Namespace) -> int:
             done.append((label, audit_report(source, args.out, name=item.stem, notes=notes,
                                              progress=progress)))
         except SurfaceLabError as err:
-            _out(str(Problem.from_error(err, path=label)))
-            failed = True
-    return 1 if _report_audit(args.out, done, len(items) == 1) or failed else 0
+            problem = _problem(err, label)
+        except _AUDIT_FAILURES as err:  # one log of an unforeseen shape stops no other
+            problem = Problem("error", "audit-failed", f"the audit of this log failed "
+                              f"({type(err).__name__}: {err})", label)
+        else:
+            continue
+        _out(str(problem))
+        refused.append((label, f"{problem.code}: {problem.message}"))
+    bad = _report_audit(args.out, done, len(items) == 1, refused)
+    return 1 if bad or refused else 0
 
 
-def _report_audit(out: str, done: list[tuple[str, Any]], alone: bool) -> int:
+# What an unforeseen value deep in one log raises; MemoryError is not one (it says
+# nothing about the log, and the command ends on it).
+_AUDIT_FAILURES = (TypeError, KeyError, AttributeError, IndexError, ValueError,
+                   OverflowError, RecursionError, ZeroDivisionError)
+
+
+def _report_audit(out: str, done: list[tuple[str, Any]], alone: bool,
+                  refused: Sequence[tuple[str, str]] = ()) -> int:
     """Print what each audit found, write the index; 1 if a recorded decision does not
     replay."""
     from .notebook.audit import audit_index
@@ -524,8 +538,8 @@ def _report_audit(out: str, done: list[tuple[str, Any]], alone: bool) -> int:
              + (f"{mismatched} recorded decision(s) do NOT replay" if mismatched
                 else "recorded decisions replay")
              + f" -> {result['html']}")
-    if done:
-        _out(f"wrote {audit_index(out, done)}")
+    if done or (refused and not alone):
+        _out(f"wrote {audit_index(out, done, refused)}")
     return 1 if bad else 0
 
 

@@ -7,6 +7,7 @@ seed a `Session`; `import_any` dispatches on the detected or given format.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from ..jsonvalue import loads
 from .atif import import_atif, looks_like_atif
 from .claude_code import import_claude_code, looks_like_claude_code
 from .codex import import_codex, looks_like_codex
-from .common import ImportError_, ImportResult
+from .common import ImportError_, ImportResult, printable
 from .openhands import import_openhands, looks_like_openhands
 from .pi import import_pi, is_pi_header
 
@@ -79,8 +80,15 @@ def detect_format(path: str | Path) -> str | None:
         try:
             if looks_like_atif(loads(path.read_bytes())):
                 return "atif"
-        except (ValueError, UnicodeDecodeError):
-            return None
+        except ValueError as err:  # UnicodeDecodeError is one
+            if "surrogate" not in str(err):
+                return None
+            # orjson refuses a lone surrogate escape; the importer names its line
+            try:
+                document = json.loads(path.read_bytes().decode("utf-8"))
+            except (ValueError, RecursionError):
+                return None
+            return "atif" if looks_like_atif(document) else None
     return None
 
 
@@ -119,5 +127,20 @@ def import_any(source: str | Path, *, fmt: str | None = None, leaf: str | None =
                                path=str(source))
         options["leaf"] = leaf
     importer: Any = FORMATS[fmt]
-    result: ImportResult = importer(source, **options)
+    try:
+        result: ImportResult = importer(source, **options)
+    except _SHAPE_ERRORS as err:
+        # A record of a shape no check of the importer foresaw (a list where an id
+        # goes, an object for a type): the file's problem, never an internal error.
+        # MemoryError is not one: it says nothing about the file.
+        what = "nested too deep" if isinstance(err, RecursionError) else \
+            f"{type(err).__name__}: {err}"
+        raise ImportError_(printable(f"{source}: a record of an unexpected shape stopped the "
+                                     f"{fmt} import ({what}); nothing imported"),
+                           code="record-malformed", path=str(source)) from err
     return result
+
+
+# What Python raises on a value of the wrong type or shape deep in an importer.
+_SHAPE_ERRORS = (TypeError, KeyError, AttributeError, IndexError, ValueError, OverflowError,
+                 RecursionError)
