@@ -563,8 +563,9 @@ def import_claude_code(source: str | Path, *, leaf: str | None = None,
     if attachments:
         b.note("approximate-attachment", f"{attachments} attachment(s) rendered as "
                f"approximate context messages")
-    stop = (last or {}).get("message", {}).get("stop_reason") if last else None
-    if last is not None and last.get("type") == "assistant" and stop in ENDING:
+    stop = mapping_at(last, "message").get("stop_reason") if last else None
+    if last is not None and last.get("type") == "assistant" and isinstance(stop, str) \
+            and stop in ENDING:
         b.close_turn(ENDING[str(stop)])
     selection = {"leaf": chosen, "leaves": side_leaves if subagent else leaves,
                  "subagents": [] if subagent else side_leaves}

@@ -5,6 +5,7 @@ tool-call bookkeeping, origins, notes and problems, and compaction brackets."""
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -71,6 +72,8 @@ def parse_time(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
+        if not math.isfinite(value) or abs(value) > 10**17:  # NaN, infinities, no date
+            return None
         return int(value if value > 10**11 else value * 1000)
     if not isinstance(value, str) or not value:
         return None
