@@ -123,7 +123,7 @@ PARENT_KEYS = ("parentUuid", "parentId", "parent_id", "logicalParentUuid", "caus
 
 def _mutate(docs: list[tuple[Path, str, list[Any]]], data: st.DataObject) -> str:
     """Apply one mutation drawn from `data`; returns its name (for the figures)."""
-    path, kind, values = docs[data.draw(st.integers(0, len(docs) - 1), label="doc")]
+    _file, kind, values = docs[data.draw(st.integers(0, len(docs) - 1), label="doc")]
     roots = values if kind == "jsonl" else [values[0]]
     mutation = data.draw(st.sampled_from([
         "retype", "retype", "retype", "delete", "cycle", "duplicate", "huge", "deep",
