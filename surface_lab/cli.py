@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from .errors import StorageError, SurfaceLabError
 from .problems import Problem
-from .reading.paths import is_sqlite, refusal, resolve
+from .reading.paths import is_sqlite, resolve
 from .reading.read import LogReading, read_path
 from .storage.base import Store
 from .storage.jsonl import JsonlStore
@@ -407,10 +407,10 @@ def expand_audit_paths(names: Sequence[str]) -> list[AuditInput]:
                 if store:
                     found += [(path, sid, f"{path.name}-{sid}") for sid in store]
                     continue
+                # a FIFO or a dangling link named as a log is kept: its row says why
                 found += [(child, None, _log_stem(child)) for child in sorted(path.iterdir())
-                          if child.is_file() and refusal(child) is None
-                          and ".cont-" not in child.name
-                          and (child.name.endswith(_PLAIN_SUFFIXES) or is_sqlite(child))]
+                          if ".cont-" not in child.name and not child.is_dir() and (
+                              child.name.endswith(_PLAIN_SUFFIXES) or is_sqlite(child))]
             elif is_sqlite(path):
                 with SqliteStore(path, read_only=True) as db:
                     found += [(path, sid, f"{_log_stem(path)}-{sid}") for sid in db.list()]

@@ -180,7 +180,10 @@ def _mutate(docs: list[tuple[Path, str, list[Any]]], data: st.DataObject) -> str
 
 def _check_import(source: Path, fmt: str) -> str:
     """Import; the outcome must be a result or a package error naming the file and its
-    rule. Returns "imported" or the error's code."""
+    rule; detecting the format gives a format or None. Returns "imported" or the error's
+    code."""
+    detected = detect_format(source)
+    assert detected is None or detected in FORMATS
     try:
         result = import_any(source, fmt=fmt)
     except SurfaceLabError as err:

@@ -80,3 +80,12 @@ def test_corpus_build_gives_each_a_row(tmp_path: Path, layout: str) -> None:
     refused = rows[rows["problem_code"] == "path-refused"]
     assert len(refused) == 2
     assert sorted("FIFO" in m for m in refused["problem"]) == [False, True]
+
+
+def test_audit_names_each_and_audits_the_rest(tmp_path: Path) -> None:
+    root = _folder(tmp_path / "logs")
+    out = _cli("audit", str(root), "--out", str(tmp_path / "out"), "--no-progress")
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stdout + out.stderr
+    assert sum("path-refused" in line for line in out.stdout.splitlines()) == 2, out.stdout
+    assert (tmp_path / "out" / "chat-audit.html").is_file()
+    assert "not audited: path-refused" in (tmp_path / "out" / "index.html").read_text()
