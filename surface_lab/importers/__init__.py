@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..errors import SurfaceLabError
 from ..jsonvalue import loads
 from .atif import import_atif, looks_like_atif
 from .claude_code import import_claude_code, looks_like_claude_code
@@ -129,6 +130,8 @@ def import_any(source: str | Path, *, fmt: str | None = None, leaf: str | None =
     importer: Any = FORMATS[fmt]
     try:
         result: ImportResult = importer(source, **options)
+    except SurfaceLabError:  # the package's own (an AdmissionError is a ValueError too)
+        raise
     except _SHAPE_ERRORS as err:
         # A record of a shape no check of the importer foresaw (a list where an id
         # goes, an object for a type): the file's problem, never an internal error.

@@ -206,8 +206,12 @@ def _agent(b: Builder, step: Mapping[str, Any], origin: dict[str, Any], default:
                 origin=origin, usage=usage or None)
     ids = {c.get("tool_call_id") for c in calls}
     observation = mapping_at(step, "observation")
-    for k, result in enumerate(observation.get("results") or []):
+    results = observation.get("results")
+    for k, result in enumerate(results if isinstance(results, list) else []):
         if not isinstance(result, Mapping):
+            b.problem("record-malformed", printable(
+                f"{origin['id']} observation result {k}: {_json_kind(result)}, not an "
+                f"object; left out"))
             continue
         if result.get("content") is None:
             if result.get("subagent_trajectory_ref"):

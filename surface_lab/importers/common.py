@@ -72,7 +72,7 @@ def parse_time(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        if not math.isfinite(value) or abs(value) > 10**17:  # NaN, infinities, no date
+        if not math.isfinite(value) or not 0 <= value <= 10**17:  # NaN, inf, no date
             return None
         return int(value if value > 10**11 else value * 1000)
     if not isinstance(value, str) or not value:

@@ -209,7 +209,8 @@ def _condense(b: Builder, event: Mapping[str, Any], view: list[str], seq_of: dic
               origin: dict[str, Any]) -> list[str]:
     """Apply a Condensation to the view as OpenHands does, and write it as a bracket."""
     condensation_id = str(event["id"])
-    forgotten = [i for i in event.get("forgotten_event_ids") or [] if isinstance(i, str)]
+    ids = event.get("forgotten_event_ids")
+    forgotten = [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
     unknown = [i for i in forgotten if i not in view]
     if unknown:
         b.problem("forgotten-id-unknown", f"condensation {condensation_id}: {len(unknown)} "
