@@ -130,8 +130,12 @@ def import_any(source: str | Path, *, fmt: str | None = None, leaf: str | None =
     importer: Any = FORMATS[fmt]
     try:
         result: ImportResult = importer(source, **options)
-    except SurfaceLabError:  # the package's own (an AdmissionError is a ValueError too)
-        raise
+    except SurfaceLabError as err:  # the package's own (an AdmissionError is a ValueError too)
+        if err.path is not None:
+            raise
+        # the builder's refusal of an event it was given: the source file is the place
+        raise ImportError_(f"{source}: {err.message}", code=err.code, path=str(source)) \
+            from err
     except _SHAPE_ERRORS as err:
         # A record of a shape no check of the importer foresaw (a list where an id
         # goes, an object for a type): the file's problem, never an internal error.

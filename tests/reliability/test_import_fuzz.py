@@ -29,7 +29,8 @@ from .common import PROJECT, record
 
 pytestmark = pytest.mark.reliability
 SHARED = Path(os.environ.get("SURFACE_LAB_SHARED", PROJECT.parent / "shared"))
-SHORT, LONG = 12, 150  # examples per importer: the default suite, and `-m slow`
+# examples per seed: the default suite, and `-m slow` (more with SURFACE_LAB_FUZZ_EXAMPLES)
+SHORT, LONG = 12, int(os.environ.get("SURFACE_LAB_FUZZ_EXAMPLES", "60"))
 MAX_SEED_BYTES = 400_000  # larger files make each example slow; the small ones suffice
 
 
