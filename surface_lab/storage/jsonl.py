@@ -487,12 +487,13 @@ class JsonlStore(Store):
             raise StorageError(f"{log}: compressed logs are read-only here; convert first",
                                path=str(log))
         with self._locked(log) as lock:
-            # Re-checked under the lock: the cut must be the one the caller's read found,
-            # never one a second read makes of other conditions.
+            # Re-checked under the lock: a cut must be the one the caller's read found,
+            # never one a second read makes of other conditions (taking the lock may
+            # already have settled an unfinished batch: then there is nothing to cut).
             now = self._scan(log, session_id)
             if len(now.events) != len(scan.events):
                 raise conflict(str(log), session_id, len(now.events), len(scan.events))
-            if now.truncate_at != scan.truncate_at:
+            if now.truncate_at is not None and now.truncate_at != scan.truncate_at:
                 raise StorageError(
                     f"{log}: a second read under the lock puts the end of the committed "
                     f"events at byte {now.truncate_at}, the first at {scan.truncate_at}; "
