@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from .errors import StorageError, SurfaceLabError
 from .problems import Problem
-from .reading.paths import is_sqlite, refusal, resolve
+from .reading.paths import is_sqlite, resolve
 from .reading.read import LogReading, read_path
 from .storage.base import Store
 from .storage.jsonl import JsonlStore
@@ -248,7 +248,8 @@ def cmd_import(args: argparse.Namespace, src: Path, dst: Path) -> int:
         _out(f"{src}: not converted: nothing the model saw; {dst} not written", sys.stderr)
         return 1
     if dst.exists():
-        raise StorageError(f"{dst}: already exists; nothing written", path=str(dst))
+        raise StorageError(f"{dst}: already exists; nothing written", code="target-exists",
+                           path=str(dst))
     store = JsonlStore.for_file(dst)
     store.create(result.header)
     store.append(str(result.header["id"]), result.events)
@@ -294,7 +295,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
                            f"{len(readings)} (give a folder or a .db, or pick one with "
                            f"--session ID)", path=str(dst))
     if dst.exists() and not (dst.is_dir() or is_sqlite(dst)):
-        raise StorageError(f"{dst}: already exists; nothing written", path=str(dst))
+        raise StorageError(f"{dst}: already exists; nothing written", code="target-exists",
+                           path=str(dst))
     with _store_for(dst, create=True) as store:
         for r in readings:
             header = {**r.header, "delegationDepth": r.header.get("delegationDepth", 0)}
@@ -421,10 +423,10 @@ def expand_audit_paths(names: Sequence[str]) -> list[AuditInput]:
                 if store:
                     found += [(path, sid, f"{path.name}-{sid}") for sid in store]
                     continue
+                # a FIFO or a dangling link named as a log is kept: its row says why
                 found += [(child, None, _log_stem(child)) for child in sorted(path.iterdir())
-                          if child.is_file() and refusal(child) is None
-                          and ".cont-" not in child.name
-                          and (child.name.endswith(_PLAIN_SUFFIXES) or is_sqlite(child))]
+                          if ".cont-" not in child.name and not child.is_dir() and (
+                              child.name.endswith(_PLAIN_SUFFIXES) or is_sqlite(child))]
             elif is_sqlite(path):
                 with SqliteStore(path, read_only=True) as db:
                     found += [(path, sid, f"{_log_stem(path)}-{sid}") for sid in db.list()]
@@ -432,7 +434,17 @@ def expand_audit_paths(names: Sequence[str]) -> list[AuditInput]:
                 found.append((path, None, _log_stem(path)))
     out: list[AuditInput] = []
     seen: set[str] = set()
+    inputs: set[tuple[int, int, str | None]] = set()
     for path, session_id, stem in found:  # two sessions never share a report
+        try:  # one file named twice (relative and absolute, or through a link): once
+            st = path.stat()
+            key = (st.st_dev, st.st_ino, session_id)
+        except OSError:
+            key = None
+        if key is not None:
+            if key in inputs:
+                continue
+            inputs.add(key)
         unique, n = stem, 1
         while unique in seen:
             n += 1
@@ -466,6 +478,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     try:
         from .notebook.audit import audit_report
     except ImportError as err:
+        if not isinstance(err, ModuleNotFoundError) and "failed to map segment" in str(err):
+            # the extension is there, the address space to load it is not (ulimit -v)
+            raise MemoryError(str(err)) from None
         raise SurfaceLabError(f"the audit needs the notebook extras ({err.name} is missing):"
                               f" python -m pip install -e '.[notebook]'") from None
     progress = not args.no_progress
@@ -484,7 +499,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             return _report_audit(args.out, [("the long-compaction sample", result)], True)
         items = [AuditInput(source, None, "long-compaction")]
     done: list[tuple[str, Any]] = []
-    failed = False
+    refused: list[tuple[str, str]] = []
     for item in items:
         label = _label(item.path, item.session_id)
         try:
@@ -494,12 +509,26 @@ def cmd_audit(args: argparse.Namespace) -> int:
             done.append((label, audit_report(source, args.out, name=item.stem, notes=notes,
                                              progress=progress)))
         except SurfaceLabError as err:
-            _out(str(Problem.from_error(err, path=label)))
-            failed = True
-    return 1 if _report_audit(args.out, done, len(items) == 1) or failed else 0
+            problem = _problem(err, label)
+        except _AUDIT_FAILURES as err:  # one log of an unforeseen shape stops no other
+            problem = Problem("error", "audit-failed", f"the audit of this log failed "
+                              f"({type(err).__name__}: {err})", label)
+        else:
+            continue
+        _out(str(problem))
+        refused.append((label, f"{problem.code}: {problem.message}"))
+    bad = _report_audit(args.out, done, len(items) == 1, refused)
+    return 1 if bad or refused else 0
 
 
-def _report_audit(out: str, done: list[tuple[str, Any]], alone: bool) -> int:
+# What an unforeseen value deep in one log raises; MemoryError is not one (it says
+# nothing about the log, and the command ends on it).
+_AUDIT_FAILURES = (TypeError, KeyError, AttributeError, IndexError, ValueError,
+                   OverflowError, RecursionError, ZeroDivisionError)
+
+
+def _report_audit(out: str, done: list[tuple[str, Any]], alone: bool,
+                  refused: Sequence[tuple[str, str]] = ()) -> int:
     """Print what each audit found, write the index; 1 if a recorded decision does not
     replay."""
     from .notebook.audit import audit_index
@@ -525,8 +554,8 @@ def _report_audit(out: str, done: list[tuple[str, Any]], alone: bool) -> int:
              + (f"{mismatched} recorded decision(s) do NOT replay" if mismatched
                 else "recorded decisions replay")
              + f" -> {result['html']}")
-    if done:
-        _out(f"wrote {audit_index(out, done)}")
+    if done or (refused and not alone):
+        _out(f"wrote {audit_index(out, done, refused)}")
     return 1 if bad else 0
 
 
@@ -560,7 +589,7 @@ def cmd_corpus_sql(args: argparse.Namespace) -> int:
 
     from . import corpus
 
-    c = corpus.open(args.out)
+    c = corpus.open(args.out, allow_external=args.allow_external)
     try:
         frame = c.sql(args.query)
     except duckdb.Error as err:
@@ -608,7 +637,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         target = Path(args.out) / f"large-{args.events}.jsonl"
         if target.exists() and not args.force:
             raise StorageError(f"{target}: already exists; nothing written (--force "
-                               f"replaces it)", path=str(target))
+                               f"replaces it)", code="target-exists", path=str(target))
         path, written = generate_large(target, args.events)
         size = path.stat().st_size
         _out(f"{path}: {written} events, {size / 1e6:.1f} MB in "
@@ -738,6 +767,9 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("out", metavar="OUT")
     q.add_argument("query", metavar="QUERY")
     q.add_argument("--csv", action="store_true", help="CSV instead of a table")
+    q.add_argument("--allow-external", action="store_true",
+                   help="let the query read files outside the corpus folder (read_csv, "
+                        "read_parquet...); queries stay read-only")
 
     p = _command(sub, "bench", "timings beside same-run baselines, as ratios",
                  "Time reading, frames, appends, replay, plots, memory and the corpus build "

@@ -78,8 +78,10 @@ def _expand(sources: Iterable[str | os.PathLike[str]]) -> list[Path]:
         path = Path(text)  # a FIFO or a device is never opened here: reading refuses it
         if path.is_dir() and detect_format(path) is None:
             for child in sorted(path.rglob("*")):
-                log_file = child.is_file() and ".cont-" not in child.name and (
-                    child.name.endswith(LOG_SUFFIXES) or is_sqlite(child))
+                # a log's name on a FIFO, a dangling link or a device is kept: reading it
+                # refuses it, unopened, and its row says why
+                named = child.name.endswith(LOG_SUFFIXES) and not child.is_dir()
+                log_file = ".cont-" not in child.name and (named or is_sqlite(child))
                 if log_file or (child.is_dir() and detect_format(child) == "openhands"):
                     found.append(child)
         else:
@@ -248,13 +250,20 @@ def _read_session(ref: SessionRef) -> tuple[Any, str, str, list[Any], int | None
                 int(reading.header["createdAt"]))
     except SurfaceLabError as err:
         problem = Problem.from_error(err, path=str(path))
-        log = LogData(ref.session_id or ref.id or path.name, [])
+        log = LogData(ref.session_id or ref.id or _unread_id(path), [])
         if path.is_file() and ref.session_id is None:
             with contextlib.suppress(SurfaceLabError):  # the readable prefix of a damaged file
                 log = load_source(str(path), strict=False, progress=False)
         if not log.problems:
             log.problems.append(problem)
         return log, ref.session_id or log.session_id, fmt, log.problems, None
+
+
+def _unread_id(path: Path) -> str:
+    """The id of a session that could not be read: its file's name, or its session
+    folder's for a store's `session.jsonl` (two unreadable ones are not one session)."""
+    return path.parent.name if path.name in ("session.jsonl", "session.jsonl.zstd") \
+        else path.name
 
 
 def _clean(text: str) -> str:
@@ -388,7 +397,7 @@ def _session_tables(ref: SessionRef) -> _SessionTables:
         text = _clean(f"{type(err).__name__}: {err}")
         problems = [Problem("error", "session-unreadable",
                             text if len(text) <= 300 else f"{text[:300]}...", ref.path)]
-        session_id = _clean(ref.session_id or ref.id or Path(ref.path).name)
+        session_id = _clean(ref.session_id or ref.id or _unread_id(Path(ref.path)))
         columns = _session_columns(ref, LogData(session_id, []), session_id, "surface",
                                    problems, None)
         tables = {name: pa.Table.from_pydict(columns[name], schema=schema)
@@ -677,13 +686,20 @@ def to_parquet(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[str
 
 # -- querying ----------------------------------------------------------------------------
 
+_READ_STATEMENTS = frozenset({"SELECT", "EXPLAIN"})
+
 
 class Corpus:
     """DuckDB views over a built dataset: `.sql(query)` returns pandas; each table is also a
-    lazy relation (`.events`, `.sessions`, `.replaces`, `.replace_members`, `.mentions`)."""
+    lazy relation (`.events`, `.sessions`, `.replaces`, `.replace_members`, `.mentions`).
 
-    def __init__(self, out: str | os.PathLike[str], *, memory_limit: str | None = None
-                 ) -> None:
+    Queries are read-only (one or more SELECT statements) and, unless `allow_external`,
+    reach no file outside the corpus folder: DuckDB's external access is off (no COPY,
+    ATTACH, INSTALL or LOAD, no reader of another file) and its configuration is locked,
+    so no query can turn either back on."""
+
+    def __init__(self, out: str | os.PathLike[str], *, memory_limit: str | None = None,
+                 allow_external: bool = False) -> None:
         import duckdb
 
         self.root = Path(out)
@@ -691,14 +707,30 @@ class Corpus:
         self.db = duckdb.connect(":memory:")
         if memory_limit:
             self.db.execute("SET memory_limit = ?", [memory_limit])
+        root = self.root.resolve()
         for table in TABLES:
-            files = self.manifest.files(out, table)
+            files = self.manifest.files(root, table)
             if files:  # paths come from our own manifest; DuckDB takes them as a parameter
                 relation = self.db.read_parquet(files, hive_partitioning=True)
                 relation.create_view(table)
+        if not allow_external:
+            self.db.execute("SET allowed_directories = ?", [[f"{root}{os.sep}"]])
+            self.db.execute("SET enable_external_access = false")
+        self.db.execute("SET lock_configuration = true")
 
     def sql(self, query: str) -> Any:
-        """Run SQL over the views and return a pandas DataFrame."""
+        """Run read-only SQL over the views and return a pandas DataFrame.
+
+        Raises:
+            SurfaceLabError: `query-refused`, a statement other than SELECT.
+            duckdb.Error: the query failed (DuckDB's own message).
+        """
+        for statement in self.db.extract_statements(query):
+            kind = statement.type.name
+            if kind not in _READ_STATEMENTS:
+                raise SurfaceLabError(
+                    f"only SELECT queries are run on a corpus (read-only); got {kind}: "
+                    f"{statement.query.strip()[:80]}", code="query-refused")
         return self.db.sql(query).df()
 
     def table(self, name: str) -> Any:

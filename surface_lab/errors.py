@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "AdmissionError",
     "CorruptLogError",
@@ -78,4 +80,10 @@ class UnsupportedFormatError(SurfaceLabError):
 
 
 class StorageError(SurfaceLabError):
-    """A store refused or failed a write (`seq-conflict`, `fixture-read-only`, I/O)."""
+    """A store refused or failed a write (`seq-conflict`, `fixture-read-only`, I/O).
+
+    Every storage error has a code a caller can branch on: `storage-failed` (an I/O error
+    or a refusal without a more precise code) when the raiser names none."""
+
+    def __init__(self, message: str, *, code: str | None = None, **where: Any) -> None:
+        super().__init__(message, code=code or "storage-failed", **where)

@@ -17,6 +17,7 @@ __all__ = [
     "dumps",
     "freeze",
     "json_equal",
+    "loads",
     "thaw",
 ]
 
@@ -155,6 +156,55 @@ def dumps(value: Any) -> bytes:
     except TypeError:  # integers beyond 64 bits: the standard library writes them exactly
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         return text.encode()
+
+
+# orjson (yyjson) reserves up to 12 bytes per input byte before it builds a value, and
+# under an address-space limit it can die of SIGSEGV when that reservation succeeds but a
+# Python object it then makes does not (orjson 3.11-3.13: a failed string allocation is
+# not checked). N bytes decode to at most N bytes of string if ASCII, else 4N; that much
+# more than 12N (and 1 MiB), checked before the parse, leaves room for both.
+_ORJSON_BYTES_PER_BYTE = 12
+_ORJSON_SLACK = 1 << 20
+_SIZE_CHECKED_FROM = 1 << 16  # smaller inputs: the check would cost more than it saves
+
+
+def loads(data: bytes | bytearray | memoryview | str) -> Any:
+    """Parse JSON with orjson, where exhausted memory is always a `MemoryError`.
+
+    orjson reports a buffer it could not allocate as a `JSONDecodeError` ("Not enough
+    memory"), which a reader would take for a bad line; here it is a `MemoryError`. An
+    input of 64 KiB or more is parsed only when the address space its parse may need is
+    free: 13 times its size if ASCII, else 16 times (an anonymous mapping of that size
+    is made and dropped at once, touching no page), so a memory limit ends in a
+    `MemoryError`, never in a crash of the parser.
+
+    Raises:
+        orjson.JSONDecodeError: not JSON (as `orjson.loads` raises it).
+        MemoryError: not enough memory to parse `data`.
+    """
+    import orjson
+
+    size = len(data)
+    if size >= _SIZE_CHECKED_FROM:
+        ascii_only = data.isascii() if not isinstance(data, memoryview) else False
+        strings = size if ascii_only else 4 * size
+        check_room(size * _ORJSON_BYTES_PER_BYTE + strings + _ORJSON_SLACK)
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as err:
+        if str(err).startswith("Not enough memory"):
+            raise MemoryError(f"parsing {size} bytes of JSON: {err}") from None
+        raise
+
+
+def check_room(nbytes: int) -> None:
+    """Raise `MemoryError` unless `nbytes` of address space can be mapped now."""
+    import mmap
+
+    try:
+        mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE).close()
+    except (OSError, ValueError, OverflowError) as err:  # ENOMEM under RLIMIT_AS
+        raise MemoryError(f"{nbytes} bytes of memory are not available: {err}") from None
 
 
 def thaw(value: Any) -> Any:

@@ -98,7 +98,8 @@ class TestValidate:
     def test_missing_files_are_one_line(self, tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
         code, lines, _ = _run(capsys, "validate", str(tmp_path / "nope.jsonl"))
-        assert code == 1 and lines == [f"{tmp_path / 'nope.jsonl'}: error: no such file or folder"]
+        assert code == 1
+        assert lines == [f"{tmp_path / 'nope.jsonl'}: path-refused: no such file or folder"]
 
     def test_usage_errors_exit_2(self, capsys: pytest.CaptureFixture[str]) -> None:
         with pytest.raises(SystemExit) as info:
@@ -284,7 +285,7 @@ class TestSessionOption:
         db = str(ROOT / "sample_logs" / "sessions.db")
         code, lines, _ = _run(capsys, command, db)
         assert code == 1
-        assert lines == [f"{db}: error: holds 3 sessions; pick one with --session ID "
+        assert lines == [f"{db}: session-ambiguous: holds 3 sessions; pick one with --session ID "
                          f"('chat', 'max-tokens', 'tools-parallel')"]
 
     def test_python_callers_still_read_the_argument_name(self) -> None:
@@ -307,7 +308,7 @@ class TestGenerate:
         (out / "keep.txt").write_text("unrelated\n")
         code, lines, _ = _run(capsys, "generate", str(out))
         assert code == 1
-        assert lines == [f"{out}: error: already holds chat.jsonl; nothing written "
+        assert lines == [f"{out}: target-exists: already holds chat.jsonl; nothing written "
                          f"(--force replaces them)"]
         assert sorted(p.name for p in out.iterdir()) == ["chat.jsonl", "keep.txt"]
         assert (out / "chat.jsonl").read_text() == "my own notes\n"

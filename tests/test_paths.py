@@ -48,7 +48,7 @@ class TestRefusedUnopened:
             capsys: pytest.CaptureFixture[str]) -> None:
         for path in unreadable:
             code, lines, _ = _run(capsys, command, str(path))
-            assert code == 1 and len(lines) == 1 and lines[0].startswith(f"{path}: error: ")
+            assert code == 1 and len(lines) == 1 and lines[0].startswith(f"{path}: path-refused: ")
 
     def test_the_frames_and_the_corpus_refuse_them(self, unreadable: list[Path],
                                                    tmp_path: Path) -> None:

@@ -247,7 +247,8 @@ def generate_samples(out: str | Path, *, overwrite: bool = True) -> list[Path]:
             listed = ", ".join(taken[:3]) + (f" and {len(taken) - 3} more" if len(taken) > 3
                                              else "")
             raise StorageError(f"{out}: already holds {listed}; nothing written "
-                               f"(overwrite=True replaces them)", path=str(out),
+                               f"(overwrite=True replaces them)", code="target-exists",
+                               path=str(out),
                                argument="overwrite")
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []

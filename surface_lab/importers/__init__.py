@@ -12,12 +12,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from ..errors import SurfaceLabError
+from ..jsonvalue import loads
 from .atif import import_atif, looks_like_atif
 from .claude_code import import_claude_code, looks_like_claude_code
 from .codex import import_codex, looks_like_codex
-from .common import ImportError_, ImportResult
+from .common import ImportError_, ImportResult, printable
 from .mini_swe_agent import import_mini_swe_agent, looks_like_mini_swe_agent
 from .openhands import (
     import_openhands,
@@ -73,8 +73,8 @@ def _sniff(path: Path) -> tuple[list[dict[str, Any]], bytes]:
         head = f.read(PEEK_BYTES)
     records = []
     for line in head.splitlines()[:50]:
-        try:  # orjson refuses nesting past 1024 levels with a ValueError, never recursing
-            value = orjson.loads(line)
+        try:  # orjson (jsonvalue.loads) refuses nesting past 1024 levels, never recursing
+            value = loads(line)
         except ValueError:
             continue
         if isinstance(value, dict):
@@ -95,7 +95,7 @@ def _document(path: Path, head: bytes) -> Any:
         return _NO_DOCUMENT
     raw = path.read_bytes()
     try:
-        return orjson.loads(raw)
+        return loads(raw)
     except ValueError as err:  # several lines (JSONL), not JSON, too deep, not UTF-8
         if "surrogate" not in str(err):
             return _NO_DOCUMENT
@@ -240,5 +240,26 @@ def import_any(source: str | Path, *, fmt: str | None = None, leaf: str | None =
                                path=str(source))
         options["leaf"] = leaf
     importer: Any = FORMATS[fmt]
-    result: ImportResult = importer(source, **options)
+    try:
+        result: ImportResult = importer(source, **options)
+    except SurfaceLabError as err:  # the package's own (an AdmissionError is a ValueError too)
+        if err.path is not None:
+            raise
+        # the builder's refusal of an event it was given: the source file is the place
+        raise ImportError_(f"{source}: {err.message}", code=err.code, path=str(source)) \
+            from err
+    except _SHAPE_ERRORS as err:
+        # A record of a shape no check of the importer foresaw (a list where an id
+        # goes, an object for a type): the file's problem, never an internal error.
+        # MemoryError is not one: it says nothing about the file.
+        what = "nested too deep" if isinstance(err, RecursionError) else \
+            f"{type(err).__name__}: {err}"
+        raise ImportError_(printable(f"{source}: a record of an unexpected shape stopped the "
+                                     f"{fmt} import ({what}); nothing imported"),
+                           code="record-malformed", path=str(source)) from err
     return result
+
+
+# What Python raises on a value of the wrong type or shape deep in an importer.
+_SHAPE_ERRORS = (TypeError, KeyError, AttributeError, IndexError, ValueError, OverflowError,
+                 RecursionError)

@@ -18,6 +18,7 @@ from .common import (
     compact_json,
     load_json,
     parse_time,
+    printable,
 )
 from .planner import Keep, New
 
@@ -104,7 +105,7 @@ def import_atif(source: str | Path, *, tombstones: bool = False,
     pending_boundary: tuple[Mapping[str, Any], dict[str, Any]] | None = None
     extra_sources: list[Path] = []
     for index, (path, data) in enumerate(files):
-        steps = [s for s in (data.get("steps") or []) if isinstance(s, Mapping)]
+        steps = _objects(b, data.get("steps"), f"{path.name} steps")
         if index > 0:
             boundary = pending_boundary
             if pending_boundary is None:
@@ -194,7 +195,7 @@ def _agent(b: Builder, step: Mapping[str, Any], origin: dict[str, Any], default:
         content.append({"type": "reasoning", "text": str(step["reasoning_content"])})
     if step.get("message"):
         content.append({"type": "text", "text": _text(step.get("message"))})
-    calls = [c for c in step.get("tool_calls") or [] if isinstance(c, Mapping)]
+    calls = _objects(b, step.get("tool_calls"), f"step {step.get('step_id')} tool_calls")
     for call in calls:
         content.append({"type": "tool-call", "id": str(call.get("tool_call_id", "")),
                         "name": str(call.get("function_name", "")),
@@ -205,8 +206,12 @@ def _agent(b: Builder, step: Mapping[str, Any], origin: dict[str, Any], default:
                 origin=origin, usage=usage or None)
     ids = {c.get("tool_call_id") for c in calls}
     observation = mapping_at(step, "observation")
-    for k, result in enumerate(observation.get("results") or []):
+    results = observation.get("results")
+    for k, result in enumerate(results if isinstance(results, list) else []):
         if not isinstance(result, Mapping):
+            b.problem("record-malformed", printable(
+                f"{origin['id']} observation result {k}: {_json_kind(result)}, not an "
+                f"object; left out"))
             continue
         if result.get("content") is None:
             if result.get("subagent_trajectory_ref"):
@@ -292,6 +297,30 @@ def _refs(step: Mapping[str, Any]) -> list[Mapping[str, Any]]:
             if isinstance(ref, Mapping):
                 out.append(ref)
     return out
+
+
+def _objects(b: Builder, items: Any, what: str) -> list[Mapping[str, Any]]:
+    """The objects of a list of steps or calls; anything else in it (null, a string, a
+    list) is a problem, never left out without a word (it could be the system prompt)."""
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        b.problem("record-malformed", f"{what}: a {type(items).__name__}, not a list; "
+                  f"none of it imported")
+        return []
+    kept = [item for item in items if isinstance(item, Mapping)]
+    for position, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            b.problem("record-malformed", printable(
+                f"{what}[{position}]: {_json_kind(item)}, not an object; left out"))
+    return kept
+
+
+def _json_kind(value: Any) -> str:
+    """How JSON names a value's type: null, a string, a list, a number, a boolean."""
+    return "null" if value is None else "a boolean" if isinstance(value, bool) else \
+        "a string" if isinstance(value, str) else "a list" if isinstance(value, list) else \
+        "a number" if isinstance(value, (int, float)) else type(value).__name__
 
 
 def _summarized_by_subagents(step: Mapping[str, Any]) -> bool:

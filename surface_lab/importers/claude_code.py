@@ -110,9 +110,8 @@ class _Graph:
              primary: bool) -> None:
         for number, record in lines:
             uuid = record.get("uuid")
-            kind = record.get("type")
-            if not isinstance(kind, str) or kind not in CHAIN_TYPES \
-                    or not isinstance(uuid, str):
+            kind = record.get("type")  # an object or a list is no type (nor hashable)
+            if not isinstance(kind, str) or kind not in CHAIN_TYPES or not isinstance(uuid, str):
                 if primary:
                     self.metadata.append((number, str(record.get("type"))))
                 continue

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from ..errors import SurfaceLabError
 from ..events import Event
-from ..jsonvalue import FrozenDict, thaw
+from ..jsonvalue import FrozenDict, loads, thaw
 from ..problems import Problem
 from ..session import Session
 from .planner import TOMBSTONE, Keep, New, Replace, plan
@@ -102,6 +103,8 @@ def parse_time(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
+        if not math.isfinite(value) or not 0 <= value <= 10**17:  # NaN, inf, no date
+            return None
         return int(value if value > 10**11 else value * 1000)
     if not isinstance(value, str) or not value:
         return None
@@ -216,7 +219,7 @@ def read_jsonl(path: Path, builder: Builder) -> list[tuple[int, dict[str, Any]]]
                 builder.omit("unparsable", "too-long", line=number)
                 continue
             try:
-                record = orjson.loads(line)
+                record = loads(line)
             except orjson.JSONDecodeError as err:
                 builder.problem("line-unparsable", f"not JSON: {err}", line=number)
                 builder.omit("unparsable", "not-json", line=number)
@@ -246,7 +249,7 @@ def load_json(path: Path) -> Any:
                            code="line-unparsable", path=str(path))
     raw = path.read_bytes()
     try:
-        return orjson.loads(raw)
+        return loads(raw)
     except orjson.JSONDecodeError as err:
         if "surrogate" in str(err) or "UTF-8" in str(err):
             raise ImportError_(f"{path}: not valid JSON text: {err}", code="line-unparsable",

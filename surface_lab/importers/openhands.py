@@ -97,8 +97,9 @@ def import_openhands(source: str | Path, *, leaf: str | None = None,
     chosen = leaf or state.get("leaf_event_id")
     if chosen is None:
         chosen = next((e["id"] for _, _, e in reversed(items)
-                       if e.get("kind") not in NOT_ON_BRANCH_END), None)
-    if chosen is not None and chosen not in by_id:
+                       if not isinstance(e.get("kind"), str)
+                       or e.get("kind") not in NOT_ON_BRANCH_END), None)
+    if chosen is not None and (not isinstance(chosen, str) or chosen not in by_id):
         raise ImportError_(f"{folder}: no event {chosen!r} to use as the leaf",
                            code="leaf-unknown", path=str(folder))
     branch, seen, at = [], set(), chosen

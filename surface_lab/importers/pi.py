@@ -133,7 +133,7 @@ def import_pi(source: str | Path, *, leaf: str | None = None, tombstones: bool =
         entries[entry_id] = (number, entry)
         previous = entry_id
     children = {e.get("parentId") for _, e in entries.values()
-                if isinstance(e.get("parentId"), str)}
+                if isinstance(e.get("parentId"), str)}  # a list or an object is no id
     leaves = [i for i in order if i not in children]
     chosen = leaf if leaf is not None else (order[-1] if order else None)
     if chosen is not None and chosen not in entries:

@@ -476,9 +476,11 @@ def _report_html(log: LogData, audit: pd.DataFrame, failed: list[dict[str, Any]]
     return "".join(parts)
 
 
-def audit_index(out_dir: str | Path, done: Sequence[tuple[str, Mapping[str, Any]]]) -> Path:
+def audit_index(out_dir: str | Path, done: Sequence[tuple[str, Mapping[str, Any]]],
+                refused: Sequence[tuple[str, str]] = ()) -> Path:
     """Write `index.html` into `out_dir`: one row per audited session (as `audit_report`
-    returned it, beside the input's label) with its counts and a link to its report.
+    returned it, beside the input's label) with its counts and a link to its report, and
+    one per input that could not be audited (`refused`: label, why).
 
     Returns:
         The index's path.
@@ -495,9 +497,13 @@ def audit_index(out_dir: str | Path, done: Sequence[tuple[str, Mapping[str, Any]
             _cell(int(audit["n_at_risk"].sum()) if len(audit) else 0),
             _cell(len(result["failed"])),
             f"<td{' class=bad' if bad else ''}>{'NO: ' + str(bad) if bad else 'yes'}</td>"])
+    for label, why in refused:
+        rows.append([f"<td>{esc(label)}</td>", f"<td class=bad colspan=8>not audited: "
+                     f"{esc(why)}</td>"])
     page = ("<!doctype html><html><head><meta charset='utf-8'><title>Compaction audits"
             f"</title>{_CSS}</head><body><h1>Compaction audits</h1>"
-            f"<p>{_n(len(done), 'session')} · generated "
+            f"<p>{_n(len(done), 'session')}"
+            + (f" ({len(refused)} input(s) not audited)" if refused else "") + " · generated "
             f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} · click a header to sort"
             "</p>" + _table(["input", "session", "events", "replaces", "removed", "restored",
                              "facts at risk", "failed compactions", "replays"], rows,

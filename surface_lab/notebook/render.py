@@ -4,6 +4,7 @@ it goes through `esc` before it reaches HTML."""
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,9 +33,33 @@ STYLE = """<style>
 </style>"""
 
 
+# Characters that reorder or hide text: the embeddings, overrides and isolates (U+202A-E,
+# U+2066-9), the direction marks (U+200E/F, U+061C) and the zero-width ones (U+200B-D,
+# U+2060, U+FEFF). A log's id or text holding one could reverse the report line around it
+# ("374 -> 362 tokens" shown as "snekot 263 -> 473") or make two ids look the same.
+_INVISIBLE = {code: f"\\u{code:04x}" for code in (
+    *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C,
+    0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF)}
+# Right-to-left letters and digits (Hebrew, Arabic, Syriac, Thaana, NKo... and their
+# presentation forms): a value holding one is isolated so it cannot reorder its neighbours.
+_RIGHT_TO_LEFT = re.compile("[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefe"
+                            "\U00010800-\U00010fff\U0001e800-\U0001efff]")
+_ISOLATE, _POP_ISOLATE = "\u2068", "\u2069"  # FIRST STRONG ISOLATE ... POP DIRECTIONAL ISOLATE
+
+
 def esc(text: Any) -> str:
-    """HTML-escape anything (quotes included)."""
-    return html.escape(str(text), quote=True)
+    """HTML-escape anything (quotes included), so that it also cannot change the order or
+    the look of the text around it: the characters that reorder or hide text are spelled
+    as visible escapes (`\\u202e`), and a value holding right-to-left letters is wrapped
+    in Unicode isolates (U+2068 ... U+2069), which work in attributes and titles too,
+    where `<bdi>` cannot go. Each isolate is balanced: the value can hold no other."""
+    value = str(text)
+    if value.isascii():
+        return html.escape(value, quote=True)
+    value = html.escape(value.translate(_INVISIBLE), quote=True)
+    if _RIGHT_TO_LEFT.search(value):
+        return f"{_ISOLATE}{value}{_POP_ISOLATE}"
+    return value
 
 
 def _kind_class(event: Mapping[str, Any], message: Mapping[str, Any]) -> str:

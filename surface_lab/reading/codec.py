@@ -21,6 +21,7 @@ import orjson
 from ..chunks import RowError, expand_row
 from ..errors import AdmissionError, CorruptLogError, StorageError
 from ..events import ROW_SET, freeze_event
+from ..jsonvalue import loads
 from ..problems import Problem
 from ..surface import seq_is
 from .scan import Scan
@@ -77,6 +78,8 @@ def refusal(path: Path) -> str | None:
     try:
         mode = path.stat().st_mode  # follows links; a loop raises ELOOP
     except FileNotFoundError:
+        if os.path.islink(path):
+            return f"is a dangling symbolic link (to {os.readlink(path)})"
         return "no such file or folder"
     except OSError as err:
         return f"cannot be looked at ({err.strerror or err})"
@@ -101,7 +104,7 @@ def open_regular(path: Path) -> IO[bytes]:
     if why is None and path.is_dir():
         why = "is a folder"
     if why is not None:
-        raise StorageError(f"{path}: {why}", path=str(path))
+        raise StorageError(f"{path}: {why}", code="path-refused", path=str(path))
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as err:
@@ -177,7 +180,7 @@ def parse_line(line: bytes, *, long_digits: bool = True) -> Any:
     if not line.strip():
         raise BadLine("line-unparsable", "empty line")
     try:
-        value = orjson.loads(line)
+        value = loads(line)
     except orjson.JSONDecodeError as err:
         raise BadLine("line-unparsable", f"not JSON: {err}") from None
     if long_digits and has_long_digits(line):  # orjson makes big integers floats

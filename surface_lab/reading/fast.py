@@ -44,6 +44,7 @@ from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 from ..errors import AdmissionError, CorruptLogError
 from ..events import ROW_TAGS, SURFACE_SET, Event
 from ..gcpause import gc_paused
+from ..jsonvalue import loads
 from ..legacy import upgrade_reason
 from ..repair import interrupted_turn_closers
 from ..schema import (
@@ -376,7 +377,7 @@ def _numbers_fit(data: bytes, starts: list[int], suspects: list[int]) -> bool:
     one: they are parsed to find out."""
     for k in {bisect_right(starts, at) - 1 for at in suspects}:
         try:
-            orjson.loads(view_of(data, starts, k))
+            loads(view_of(data, starts, k))
         except orjson.JSONDecodeError:
             return False
     return True

@@ -77,10 +77,13 @@ class Resolved:
 
 
 def _is_member(path: Path) -> bool:
-    if refusal(path) is not None or not path.is_file():
+    """A log of a folder or glob. One named as a log that cannot be read (a FIFO, a
+    dangling link, a device) is a member too, so that reading it is a problem line."""
+    if not path.name.endswith((*LOG_SUFFIXES, *SQLITE_SUFFIXES)) or path.is_dir():
         return False
-    return path.name.endswith(LOG_SUFFIXES) or (path.name.endswith(SQLITE_SUFFIXES)
-                                                  and is_sqlite(path))
+    if refusal(path) is not None:
+        return os.path.lexists(path)
+    return path.name.endswith(LOG_SUFFIXES) or is_sqlite(path)
 
 
 def _is_store(folder: Path) -> bool:
@@ -102,11 +105,11 @@ def resolve(path: str | os.PathLike[str]) -> Resolved:
                         if _is_member(Path(p)))
         if not members:
             raise StorageError(f"{text}: matches no log (.jsonl, .jsonl.zstd or a SQLite "
-                               f"database)", path=text)
+                               f"database)", code="no-log-found", path=text)
         return Resolved(where, "logs", members=members)
     why = refusal(where)
     if why is not None:
-        raise StorageError(f"{where}: {why}", path=text)
+        raise StorageError(f"{where}: {why}", code="path-refused", path=text)
     if where.is_dir():
         for name in LOG_NAMES:
             if (where / name).is_file() and refusal(where / name) is None:
@@ -130,19 +133,20 @@ def choose_session(ids: Sequence[str | None], session_id: str | None, where: str
         StorageError: no such session, none at all, or several and none chosen.
     """
     if not ids:
-        raise StorageError(f"{where}: holds no session", path=where)
+        raise StorageError(f"{where}: holds no session", code="no-session", path=where)
     if session_id is not None:
         if session_id not in ids:
             raise StorageError(f"{where}: no session {session_id!r} (it holds {len(ids)} "
-                               f"session(s))", path=where)
+                               f"session(s))", code="session-not-found", path=where)
         if ids.count(session_id) > 1:
             raise StorageError(f"{where}: session {session_id!r} is held {ids.count(session_id)}"
-                               f" times; give the file itself", path=where)
+                               f" times; give the file itself", code="session-duplicated",
+                               path=where)
         return ids.index(session_id)
     if len(ids) != 1:
         named = [repr(i) for i in ids if i is not None]
         listed = ", ".join(named[:10]) + (", ..." if len(named) > 10 else "")
         raise StorageError(f"{where}: holds {len(ids)} sessions; pick one with {option} "
-                           f"({listed})", path=where,
+                           f"({listed})", code="session-ambiguous", path=where,
                            argument="session_id" if option == "session_id=" else None)
     return 0

@@ -28,6 +28,7 @@ from ..reading.codec import (
     parse_line,
     read_intent,
     read_log_bytes,
+    refusal,
     scan_bytes,
     scan_file,
 )
@@ -159,14 +160,17 @@ def _open_log(log: Path, flags: int) -> int:
     return os.open(log, flags | os.O_NOFOLLOW)
 
 
-# (st_dev, st_ino, st_size, st_mtime_ns), the last bytes, the next seq
-_Seen = tuple[tuple[int, int, int, int], bytes, int]
+# (st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns), the last bytes, the next seq
+_Seen = tuple[tuple[int, int, int, int, int], bytes, int]
 
 
-def _identity(fd: int) -> tuple[tuple[int, int, int, int], bytes]:
+def _identity(fd: int) -> tuple[tuple[int, int, int, int, int], bytes]:
+    """What a remembered next seq is valid for: the file (device, inode), its size, its
+    mtime and its ctime (which no one can set back: `utime` itself moves it), and its
+    last bytes."""
     st = os.fstat(fd)
     tail = os.pread(fd, min(st.st_size, _TAIL_BYTES), max(0, st.st_size - _TAIL_BYTES))
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns), tail
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns), tail
 
 
 class JsonlStore(Store):
@@ -224,16 +228,23 @@ class JsonlStore(Store):
         if not self.root.is_dir():
             return None
         found = [p for project in sorted(self.root.iterdir()) if project.is_dir()
-                 for p in (project / name / LOG_NAME, project / name / ZSTD_NAME) if p.is_file()]
+                 for p in (project / name / LOG_NAME, project / name / ZSTD_NAME)
+                 if os.path.lexists(p)]
         if len(found) > 1:
             raise StorageError(f"session {session_id!r} is stored more than once: "
                                f"{', '.join(map(str, found))}", path=self.path)
+        if found and not found[0].is_symlink() and refusal(found[0]) is not None:
+            # a FIFO or a device in a log's place: neither read nor written (a symbolic
+            # link is refused for writing as store-layout, and read as its target)
+            raise StorageError(f"{found[0]}: {refusal(found[0])}", code="path-refused",
+                               path=str(found[0]))
         return found[0] if found else None
 
     def _require(self, session_id: str) -> Path:
         path = self._find(session_id)
         if path is None:
             raise StorageError(f"no stored session {session_id!r} under {self.root}",
+                               code="session-not-found",
                                path=self.path)
         return path
 
@@ -261,8 +272,11 @@ class JsonlStore(Store):
             return [found] if found is not None else []
         if not self.root.is_dir():
             return []
-        ids = {decode_id(p.parent.name) for project in self.root.iterdir() if project.is_dir()
-               for p in [*project.glob(f"*/{LOG_NAME}"), *project.glob(f"*/{ZSTD_NAME}")]}
+        # a session whose log is a FIFO or a dangling link is listed: reading it refuses
+        # with a problem, where a glob (which skips dangling links) would hide it
+        ids = {decode_id(session.name) for project in self.root.iterdir() if project.is_dir()
+               for session in project.iterdir() if session.is_dir()
+               and any(os.path.lexists(session / n) for n in (LOG_NAME, ZSTD_NAME))}
         return sorted(ids)
 
     # writing
@@ -270,7 +284,8 @@ class JsonlStore(Store):
     def create(self, header: Mapping[str, Any]) -> None:
         checked = check_header(header)
         if self._find(checked["id"]) is not None:
-            raise StorageError(f"session {checked['id']!r} already exists", path=self.path)
+            raise StorageError(f"session {checked['id']!r} already exists",
+                               code="session-exists", path=self.path)
         self._created[checked["id"]] = checked
 
     def _refuse_links(self, *paths: Path) -> None:
@@ -350,7 +365,8 @@ class JsonlStore(Store):
 
     def _stored_next(self, log: Path, session_id: str) -> int:
         """The next seq of a log, refusing logs that cannot take an append. The cache is
-        used only while the log is the same file, at the same size, mtime and last bytes."""
+        used only while the log is the same file, at the same size, mtime, ctime and last
+        bytes."""
         fd = _open_log(log, os.O_RDONLY)
         try:
             seen = _identity(fd)
@@ -429,6 +445,7 @@ class JsonlStore(Store):
         header = self._created.get(session_id)
         if header is None:
             raise StorageError(f"no session {session_id!r} to append to; create it first",
+                               code="session-not-found",
                                path=self.path)
         if batch[0]["seq"] != 0:
             raise conflict(self.path, session_id, 0, batch[0]["seq"])
@@ -470,9 +487,17 @@ class JsonlStore(Store):
             raise StorageError(f"{log}: compressed logs are read-only here; convert first",
                                path=str(log))
         with self._locked(log) as lock:
+            # Re-checked under the lock: a cut must be the one the caller's read found,
+            # never one a second read makes of other conditions (taking the lock may
+            # already have settled an unfinished batch: then there is nothing to cut).
             now = self._scan(log, session_id)
             if len(now.events) != len(scan.events):
                 raise conflict(str(log), session_id, len(now.events), len(scan.events))
+            if now.truncate_at is not None and now.truncate_at != scan.truncate_at:
+                raise StorageError(
+                    f"{log}: a second read under the lock puts the end of the committed "
+                    f"events at byte {now.truncate_at}, the first at {scan.truncate_at}; "
+                    f"nothing repaired", code="log-corrupt", path=str(log))
             fd = _open_log(log, os.O_RDWR)
             try:
                 if now.truncate_at is not None:

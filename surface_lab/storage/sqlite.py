@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sqlite3
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from time import monotonic, sleep
@@ -23,7 +25,7 @@ from ..errors import (
 )
 from ..events import Event, freeze_event
 from ..header import check_header
-from ..jsonvalue import dumps
+from ..jsonvalue import dumps, loads
 from .base import Scan, Store, checked_batch, conflict
 
 __all__ = ["APPLICATION_ID", "DDL", "SCHEMA_VERSION", "ReadOnlyConnection", "SqliteStore",
@@ -108,11 +110,13 @@ class ReadOnlyConnection:
     file is made beside it) and every read is checked against the file afterwards: if the
     file changed (any write moves its mtime past the quiet one) or a `-wal` appeared, the
     read is thrown away and done again `mode=ro`. Where `mode=ro` cannot open the file
-    (a read-only mount without `-shm`), it is read as immutable, with the same checks.
+    (a read-only mount without `-shm`), it is read as immutable, with the same checks, or,
+    when a `-wal` holds data, from a private copy of the file and its `-wal`.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path).resolve()
+        self._copy: Path | None = None
         self.db, self.quiet = self._connect(force_locking=False)
 
     def _connect(self, *, force_locking: bool) -> tuple[sqlite3.Connection, tuple[int, ...] | None]:
@@ -129,8 +133,30 @@ class ReadOnlyConnection:
             if err.sqlite_errorcode & 0xFF != sqlite3.SQLITE_CANTOPEN or \
                     not _read_only_folder(self.path):
                 raise
+            if seen[0] and os.path.getsize(f"{self.path}-wal") > 0:
+                return self._copy_with_wal(), seen
             return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None), seen
         return db, None
+
+    def _copy_with_wal(self) -> sqlite3.Connection:
+        """A connection to a private copy of the database and its `-wal`. On a read-only
+        mount SQLite cannot make the `-shm` a WAL reader needs, and `immutable=1` ignores
+        the `-wal`: the events committed in it would be silently missing."""
+        self._drop_copy()
+        self._copy = Path(tempfile.mkdtemp(prefix="surface-lab-wal-"))
+        try:
+            shutil.copyfile(self.path, self._copy / "copy.db")
+            shutil.copyfile(f"{self.path}-wal", self._copy / "copy.db-wal")
+            return sqlite3.connect(f"{(self._copy / 'copy.db').as_uri()}?mode=ro", uri=True,
+                                   isolation_level=None)
+        except BaseException:
+            self._drop_copy()
+            raise
+
+    def _drop_copy(self) -> None:
+        if self._copy is not None:
+            shutil.rmtree(self._copy, ignore_errors=True)
+            self._copy = None
 
     def _changed(self) -> bool:
         return self.quiet is not None and _identity(self.path) != self.quiet
@@ -159,6 +185,7 @@ class ReadOnlyConnection:
 
     def close(self) -> None:
         self.db.close()
+        self._drop_copy()
 
 
 def _switch_to_wal(db: sqlite3.Connection) -> None:
@@ -417,11 +444,11 @@ class SqliteStore(Store):
                                       path=self.path, seq=seq) from None
             try:
                 event: dict[str, Any] = {"type": kind, "seq": seq, "time": time,
-                                         "data": orjson.loads(data)}
+                                         "data": loads(data)}
                 if sources is not None:
-                    event["sourceEventSeqs"] = orjson.loads(sources)
+                    event["sourceEventSeqs"] = loads(sources)
                 if op is not None:
-                    event["surfaceOp"] = orjson.loads(op)
+                    event["surfaceOp"] = loads(op)
             except orjson.JSONDecodeError as err:
                 raise CorruptLogError(f"{self.path}: session {session_id!r}: stored JSON is "
                                       f"unparsable: {err}", code="line-unparsable",

@@ -81,7 +81,7 @@ def test_each_bad_source_is_a_row_and_the_build_finishes(tmp_path: Path) -> None
     codes = dict(zip(rows["source"], rows["problem_code"], strict=True))
     c.close()
     assert codes[str(sources["int"])] == "line-unparsable"
-    assert codes[str(sources["dangling"])] == "error"  # no such file
+    assert codes[str(sources["dangling"])] == "path-refused"  # no such file
     assert codes[str(sources["recursive"])] == "schema-unsupported"
     assert codes[str(sources["good"])] == "none"
     assert rows[rows["source"] == str(sources["good"])]["events"].iloc[0] == 53
