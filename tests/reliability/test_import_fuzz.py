@@ -61,9 +61,20 @@ def _openhands_sample(folder: Path) -> Path:
     return build(folder)
 
 
+def _openhands_v0_sample(folder: Path) -> Path:
+    from tests.importers.test_trajectories import _v0_events
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "trajectory.json"
+    path.write_text(json.dumps(_v0_events({"forgotten_event_ids": [3, 4, 5, 6],
+                                           "summary": "ran c3 and c5", "summary_offset": 1})))
+    return path
+
+
 # A format without a shared file gets a built sample (OpenHands keeps a folder per
-# conversation; none is shared).
-BUILT: dict[str, Callable[[Path], Path]] = {"openhands": _openhands_sample}
+# conversation; none is shared, nor a V0 trajectory).
+BUILT: dict[str, Callable[[Path], Path]] = {"openhands": _openhands_sample,
+                                            "openhands-v0": _openhands_v0_sample}
 
 # -- documents: what a source holds, as JSON values that can be mutated and written back
 
