@@ -303,7 +303,7 @@ class TestReport:
                     and matplotlib.colors.to_hex(c.get_colors()[0]) == RESTORED_COLOR.lower()]
         assert len(restored[0].get_segments()) == 2
         labels = [t.get_text() for t in ax.get_legend().get_texts()]
-        assert "restored: copied back (2)" in labels and "removed entry (1)" in labels
+        assert "restored: copied back (2)" in labels and "removed entries (1)" in labels
         html = audit_report(log, tmp_path, progress=False, notes=result.notes)["html"]
         text = html.read_text()
         assert "1 entry removed, 2 restored" in text and "restored-by-copy" in text
