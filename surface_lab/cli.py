@@ -432,8 +432,9 @@ def _one_session_dir(path: Path) -> bool:
         or _foreign(path)
 
 
-def _audit_source(item: AuditInput) -> tuple[Any, list[Any]]:
-    """The log to audit and what reading or importing it noted."""
+def _audit_source(item: AuditInput) -> tuple[Any, list[Any], str | None]:
+    """The log to audit, what reading or importing it noted, and the importer's format
+    (None for a log of our own)."""
     if item.session_id is None and _foreign(item.path):
         from .importers import import_any
         from .notebook.source import load_source
@@ -441,9 +442,24 @@ def _audit_source(item: AuditInput) -> tuple[Any, list[Any]]:
         result = import_any(item.path)
         log = load_source(list(result.events), progress=False)
         log.session_id, log.path = str(result.header["id"]), str(item.path)
-        return log, [*result.notes, *result.problems]
+        return log, [*result.notes, *result.problems], result.format
     reading = read_path(item.path, session_id=item.session_id, option="--session ID")
-    return reading, list(reading.problems)
+    return reading, list(reading.problems), None
+
+
+def _audited_folder(items: Sequence[AuditInput]) -> Path:
+    """The folder the report shows paths relative to: the deepest one holding every
+    input."""
+    folders = [os.path.abspath(item.path if item.path.is_dir() and item.session_id is None
+                               and not _one_session_dir(item.path) else item.path.parent)
+               for item in items]
+    return Path(os.path.commonpath(folders)) if folders else Path.cwd()
+
+
+def _progress(args: argparse.Namespace) -> bool:
+    """Progress bars are for a person: only when stderr is a terminal (a notebook shows
+    its own through the Python API)."""
+    return not args.no_progress and sys.stderr.isatty()
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -452,7 +468,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     except ImportError as err:
         raise SurfaceLabError(f"the audit needs the notebook extras ({err.name} is missing):"
                               f" python -m pip install -e '.[notebook]'") from None
-    progress = not args.no_progress
+    progress = _progress(args)
     if args.paths:
         items = [item for item in expand_audit_paths(args.paths)
                  if args.session is None or item.session_id == args.session]
@@ -465,34 +481,52 @@ def cmd_audit(args: argparse.Namespace) -> int:
              f" (give a PATH to audit another log)", sys.stderr)
         if not isinstance(source, Path):  # the sample, built in memory
             result = audit_report(source, args.out, name="long-compaction", progress=progress)
-            return _report_audit(args.out, [("the long-compaction sample", result)], True)
+            return _report_audit(args, [("the long-compaction sample", result)], True)
         items = [AuditInput(source, None, "long-compaction")]
+    base = _audited_folder(items)
     done: list[tuple[str, Any]] = []
     failed = False
     for item in items:
         label = _label(item.path, item.session_id)
         try:
-            source, notes = _audit_source(item)
+            source, notes, fmt = _audit_source(item)
             for note in notes:
                 _out(str(note), sys.stderr)
-            done.append((label, audit_report(source, args.out, name=item.stem, notes=notes,
-                                             progress=progress)))
+            from .notebook.audit import shown_path
+
+            shown = shown_path(item.path, base) + (
+                f"#{item.session_id}" if item.session_id is not None else "")
+            done.append((shown, audit_report(source, args.out, name=item.stem, notes=notes,
+                                             progress=progress, base=base, fmt=fmt)))
         except SurfaceLabError as err:
-            _out(str(Problem.from_error(err, path=label)))
+            _out(str(Problem.from_error(err, path=label)), sys.stderr)
             failed = True
-    return 1 if _report_audit(args.out, done, len(items) == 1) or failed else 0
+    return 1 if _report_audit(args, done, len(items) == 1) or failed else 0
 
 
-def _report_audit(out: str, done: list[tuple[str, Any]], alone: bool) -> int:
-    """Print what each audit found, write the index; 1 if a recorded decision does not
-    replay."""
-    from .notebook.audit import audit_index
+def _report_audit(args: argparse.Namespace, done: list[tuple[str, Any]], alone: bool) -> int:
+    """Print what each audit found (the table of a single session, a line per session;
+    with --json one JSON document instead), write the index; 1 if a recorded decision
+    does not replay."""
+    from .notebook.audit import audit_index, audit_table, counts_line, session_counts
 
     bad = 0
+    sessions = []
     for label, result in done:
-        audit = result["audit"]
-        mismatched = int(audit["recorded_matches"].fillna(True).eq(False).sum())
-        bad += mismatched
+        counts = session_counts(result)
+        bad += counts["not replaying"]
+        if args.json:
+            table = audit_table(result["audit"])
+            sessions.append({
+                "input": label, "session": result["log"].session_id,
+                "format": result["format"], "model": result["model"],
+                "events": len(result["log"].events), "totals": counts,
+                "html": str(result["html"]), "png": str(result["png"]),
+                "csv": str(result["csv"]),
+                "parquet": None if result["parquet"] is None else str(result["parquet"]),
+                "failed_compactions": result["failed"], "replay_differences": result["replay"],
+                "replaces": json.loads(table.to_json(orient="records", default_handler=str))})
+            continue
         if alone:
             for row in result["summary_rows"]:
                 _out(row)
@@ -502,15 +536,19 @@ def _report_audit(out: str, done: list[tuple[str, Any]], alone: bool) -> int:
         for diff in result["replay"]:
             _out(f"{label}: seq {diff['seq']}: recorded-mismatch: recorded "
                  f"{diff['recorded']}, the fold computed {diff['computed']}")
-        _out(f"{label}: {len(audit)} replaces, {sum(map(len, audit['removed_seqs']))} "
-             f"removed, {sum(map(len, audit['restored_seqs']))} restored, "
-             f"{int(audit['n_at_risk'].sum()) if len(audit) else 0} facts at risk, "
-             f"{len(result['failed'])} failed; "
-             + (f"{mismatched} recorded decision(s) do NOT replay" if mismatched
-                else "recorded decisions replay")
+        _out(f"{label}: {counts_line(counts)}; "
+             + (f"{counts['not replaying']} recorded decision(s) do NOT replay"
+                if counts["not replaying"] else "recorded decisions replay")
              + f" -> {result['html']}")
-    if done:
-        _out(f"wrote {audit_index(out, done)}")
+    missing = next((r["parquet_missing"] for _, r in done if r["parquet_missing"]), None)
+    if missing:
+        _out(f"note: audit tables written as CSV only: {missing}", sys.stderr)
+    index = audit_index(args.out, done) if done else None
+    if args.json:
+        _out_json({"sessions": sessions, "index": None if index is None else str(index),
+                   "not_replaying": bad})
+    elif index is not None:
+        _out(f"wrote {index}")
     return 1 if bad else 0
 
 
@@ -691,7 +729,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="where the reports go (default: ./surface-lab-audit)")
     p.add_argument("--session", metavar="ID",
                    help="only this session of the stores or databases")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bars (they are shown only when stderr is a terminal)")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON document on stdout: every session's totals, replaces "
+                        "and the files written")
 
     p = sub.add_parser("corpus", help="build and query a Parquet dataset of many sessions",
                        description="Turn many logs into one date-partitioned Parquet "
@@ -797,7 +839,7 @@ def _run_command(args: argparse.Namespace) -> int:
             parser.print_usage(sys.stderr)
             _out(f"{parser.prog}: error: {_in_cli_terms(err).message}", sys.stderr)
             return 2
-        _out(str(_problem(err, getattr(args, "path", None))))
+        _out(str(_problem(err, getattr(args, "path", None))), sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
