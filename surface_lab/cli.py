@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .errors import StorageError, SurfaceLabError
+from .glossary import plural
 from .problems import Problem
 from .reading.paths import is_sqlite, refusal, resolve
 from .reading.read import LogReading, read_path
@@ -226,23 +227,48 @@ _REPAIR_HINT = re.compile(r"; run surface-lab repair$")
 # -- convert -----------------------------------------------------------------------------
 
 
+_STDOUT_NAMES = ("-", "/dev/stdout")
+
+
+def _is_stdout(target: str) -> bool:
+    """`-` and `/dev/stdout` name the standard output."""
+    return target in _STDOUT_NAMES
+
+
+def _write_stdout(header: Any, events: Sequence[Any]) -> None:
+    """One session as a `.jsonl` log on stdout: checked and encoded whole before the
+    first byte is written (a refused event writes nothing)."""
+    from .header import check_header
+    from .storage.base import checked_batch
+    from .storage.jsonl import dumps_header, encode_events
+
+    data = dumps_header(check_header(header)) + encode_events(checked_batch(events))
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
 def cmd_import(args: argparse.Namespace, src: Path, dst: Path) -> int:
     from .importers import import_any
 
     result = import_any(src, fmt=args.fmt, leaf=args.leaf, tombstones=args.tombstones,
                         strict=args.strict)
     for finding in [*result.notes, *result.problems]:
-        _out(str(finding))
+        _out(str(finding), sys.stderr)
     if result.is_empty:  # the empty-import problem above says why
         _out(f"{src}: not converted: nothing the model saw; {dst} not written", sys.stderr)
         return 1
-    if dst.exists():
-        raise StorageError(f"{dst}: already exists; nothing written", path=str(dst))
-    store = JsonlStore.for_file(dst)
-    store.create(result.header)
-    store.append(str(result.header["id"]), result.events)
+    if _is_stdout(str(dst)):
+        _write_stdout(result.header, result.events)
+    else:
+        if dst.exists():
+            raise StorageError(f"{dst}: already exists; nothing written", path=str(dst))
+        store = JsonlStore.for_file(dst)
+        store.create(result.header)
+        store.append(str(result.header["id"]), result.events)
     replaced = sum(len(c["shadowed_seqs"]) for c in result.compactions)
-    _out(f"{src} -> {dst}: {result.format}, {len(result.events)} events, "
+    _out(f"{src} -> {'stdout' if _is_stdout(str(dst)) else dst}: {result.format}, "
+         f"{len(result.events)} events, "
          f"{len(result.compactions)} compaction(s) shadowing {replaced} entries, "
          f"{len(result.omitted)} source record(s) left out (see the notes), "
          f"{len(result.problems)} problem(s)", sys.stderr)
@@ -270,11 +296,21 @@ def cmd_convert(args: argparse.Namespace) -> int:
     bad = [r for r in readings if not r.valid]
     for r in bad:
         for p in r.problems:
-            _out(str(p))
+            _out(str(p), sys.stderr)
     if bad:
         _out(f"{args.src}: not converted: {len(bad)} invalid log(s); run surface-lab repair "
              f"--write first", sys.stderr)
         return 1
+    if _is_stdout(target):
+        if len(readings) != 1:
+            raise StorageError(f"{target}: the standard output takes one session as a "
+                               f".jsonl log; {src} holds {len(readings)} (pick one with "
+                               f"--session ID)", path=target)
+        [one] = readings
+        _write_stdout({**one.header, "delegationDepth": one.header.get("delegationDepth", 0)},
+                      list(one.events))
+        _out(f"{args.src} -> stdout: 1 session(s), {len(one.events)} events", sys.stderr)
+        return 0
     if dst.suffix == ".jsonl" and len(readings) != 1:
         raise StorageError(f"{dst}: a .jsonl file holds one session; {src} holds "
                            f"{len(readings)} (give a folder or a .db, or pick one with "
@@ -563,14 +599,14 @@ def cmd_corpus_build(args: argparse.Namespace) -> int:
                                  client=args.scheduler, workers=args.workers,
                                  task_mb=args.task_mb, progress=progress)
     for problem in manifest.problems:
-        _out(problem["problem"])
+        _out(problem["problem"], sys.stderr)
     for copies in manifest.duplicates:
         dropped = (f"; dropped {', '.join(copies['dropped'])}" if copies["dropped"]
                    else " (in different tasks: join on session_key)")
         _out(f"warning: session {copies['session_id']!r} is in "
              f"{len(copies['kept']) + len(copies['dropped'])} sources: kept "
              f"{', '.join(copies['kept'])}{dropped}", sys.stderr)
-    _out(f"{args.out}: {manifest.sessions} sessions, {manifest.events} events in "
+    _out(f"{args.out}: {plural(manifest.sessions, 'session')}, {manifest.events} events in "
          f"{manifest.tasks} tasks ({manifest.engine}); {len(manifest.problems)} session(s) "
          f"with problems, {len(manifest.duplicates)} session id(s) in several sources",
          sys.stderr)
@@ -586,7 +622,15 @@ def cmd_corpus_sql(args: argparse.Namespace) -> int:
     try:
         frame = c.sql(args.query)
     except duckdb.Error as err:
-        raise SurfaceLabError(f"query failed: {err}", code="query-invalid") from None
+        # DuckDB's message spans lines (the error, then LINE n: and a caret under the
+        # spot): each is printed as a line of its own, escaped on its own
+        first, *rest = str(err).split("\n")
+        _out(str(Problem.from_error(SurfaceLabError(f"query failed: {first}",
+                                                    code="query-invalid"), path=args.out)),
+             sys.stderr)
+        for line in rest:
+            _out(line, sys.stderr)
+        return 1
     finally:
         c.close()
     # cells come from logs: escape them first, so every line printed below is one row
@@ -672,6 +716,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="surface-lab", description="Inspect, check and repair surface session logs.")
     parser.add_argument("--debug", action="store_true",
                         help="show a traceback for unexpected internal errors")
+    parser.add_argument("--version", action="version", version=f"surface-lab {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = _command(sub, "validate", "check logs; one line per problem",
@@ -703,7 +748,8 @@ def _parser() -> argparse.ArgumentParser:
                  cmd_convert)
     p.add_argument("src", metavar="SRC")
     p.add_argument("dst", metavar="DST", nargs="?",
-                   help="a .jsonl file, a .db/.sqlite database, or a JSONL store folder")
+                   help="a .jsonl file, a .db/.sqlite database, a JSONL store folder, or - "
+                        "(or /dev/stdout) for one session as JSONL on stdout")
     p.add_argument("-o", "--output", metavar="OUT", help="the destination (same as DST)")
     p.add_argument("--session", metavar="ID",
                    help="copy only this session of a store or database")
@@ -794,6 +840,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.add_argument("--session", metavar="ID", help=_SESSION_HELP)
     return parser
+
+
+def _version() -> str:
+    """The installed distribution's version (this checkout's pyproject when run from
+    a source tree that is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("surface-lab")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def _usage(message: str) -> SurfaceLabError:
