@@ -509,8 +509,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
         items = [item for item in expand_audit_paths(args.paths)
                  if args.session is None or item.session_id == args.session]
         if not items:
-            raise StorageError(f"{', '.join(args.paths)}: no log to audit" + (
-                f" with session {args.session!r}" if args.session is not None else ""))
+            raise StorageError("no log to audit" + (
+                f" with session {args.session!r}" if args.session is not None else
+                " (a folder's own log files are audited; for a tree of them give a glob: "
+                "'DIR/**/*.jsonl')"), path=", ".join(args.paths))
     else:
         source = _default_audit_source()
         _out(f"auditing {source if isinstance(source, Path) else 'the long-compaction sample'}"
