@@ -161,6 +161,9 @@ class TestFrames:
         table = schema_table()
         assert set(table["frame"]) == set(SCHEMAS)
         assert table["meaning"].str.len().min() > 5
+        shown = table[table["frame"] == "replacements"].set_index("column")["shown as"]
+        assert shown["n_shadowed"] == "hid" and shown["removed_seqs"] == "removed"
+        assert shown["recorded_matches"] == "replays"
 
 
 class TestReplay:
