@@ -488,7 +488,9 @@ table{border-collapse:collapse;font-size:13px;margin:6px 0 14px 0}
 td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}
 th{background:#f3f3f3}th.sl-sort{cursor:pointer;user-select:none}
 th.sl-sort:after{content:" \\2195";color:#999}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.nowrap{white-space:nowrap}
+td.sl-input{min-width:18em;max-width:30em;overflow-wrap:anywhere}td.sl-id{max-width:12em;overflow-wrap:anywhere}
 details{margin:6px 0}summary{cursor:pointer}
 details.sl-replace>summary{font-weight:600}
 .bad{color:#D55E00;font-weight:600}.note{color:#444}
@@ -627,7 +629,8 @@ def _report_html(log: LogData, audit: pd.DataFrame, failed: list[dict[str, Any]]
              "</head><body>",
              f"<h1>Compaction audit: {esc(log.session_id)}</h1>",
              f"<p class='sl-counts'>{esc(counts_line(counts))}"
-             + (f" · {esc(_counts(kinds))}" if kinds else "") + "</p>",
+             + (" · " + esc(", ".join(plural(n, kind) for kind, n in kinds.most_common()))
+                if kinds else "") + "</p>",
              f"<p class='note'>{esc(plural(len(log.events), 'event'))} · format "
              f"{esc(about['format'])}" + (f" · model {esc(about['model'])}"
                                           if about.get("model") else "")
@@ -705,12 +708,16 @@ def audit_index(out_dir: str | Path, done: Sequence[tuple[str, Mapping[str, Any]
     for record, (_, result) in zip(records, done, strict=True):
         bad = record["not replaying"]
         rows.append([
-            f'<td><a href="{esc(Path(result["html"]).name)}">{esc(record["input"])}</a></td>',
-            *(_cell(record.get(c, "")) for c in columns[1:-1]),
+            f'<td class="sl-input"><a href="{esc(Path(result["html"]).name)}">'
+            f'{esc(record["input"])}</a></td>',
+            f"<td class='sl-id'>{esc(record['session'])}</td>",
+            *(f"<td class='nowrap'>{esc(record[c])}</td>" if c in ("format", "model")
+              else _cell(record.get(c, "")) for c in columns[2:-1]),
             f"<td{' class=bad' if bad else ''}>{'NO: ' + str(bad) if bad else 'yes'}</td>"])
     header = [*columns[:-1], "replays"]
     page = ("<!doctype html><html><head><meta charset='utf-8'><title>Compaction audits"
-            f"</title>{_CSS}</head><body><h1>Compaction audits</h1>"
+            f"</title>{_CSS}<style>body{{max-width:none}}</style></head><body>"
+            "<h1>Compaction audits</h1>"
             f"<p>{plural(len(done), 'session')} · generated "
             f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} · click a header to sort"
             " · the same table: <a href='index.csv'>index.csv</a></p>"
