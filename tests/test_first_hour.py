@@ -261,4 +261,4 @@ class TestReport:
             assert str(folder) not in report.read_text()
         index = (tmp_path / "out" / "index.html").read_text()
         assert str(folder) not in index and "claude-code" in index
-        assert re.search(r"<td>claude-\w+-\d", index)  # the model of the session
+        assert re.search(r"<td class='nowrap'>claude-\w+-\d", index)  # the model of the session
