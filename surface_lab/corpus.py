@@ -649,8 +649,8 @@ def to_parquet(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[str
         progress: show a progress bar over tasks.
 
     Returns:
-        The manifest. One session id in several sources is resolved as the README's
-        "Many sessions" section says; `manifest.duplicates` lists each case.
+        The manifest. One session id in several sources is resolved as docs/corpus.md
+        says; `manifest.duplicates` lists each case.
 
     Raises:
         SurfaceLabError: `corpus-empty` when the sources hold no log (nothing is written).

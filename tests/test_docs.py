@@ -65,6 +65,14 @@ def test_the_built_tour_shows_its_figures(tmp_path: Path) -> None:
             # The widget's snapshot and the two figures, all decoded.
             assert len(sizes) >= 3 and all(width > 0 for width in sizes), sizes
             assert page.inner_text(".sl-head").startswith("step 0 of 887: turn/start")
+            # a table wider than the page scrolls in its box instead of being cut
+            page.set_viewport_size({"width": 900, "height": 900})
+            page.goto((site / "notebooks" / "04_other_agents" / "index.html").as_uri())
+            page.wait_for_load_state("load")
+            tables = page.evaluate("""[...document.querySelectorAll('table')].map(t =>
+                [t.scrollWidth > t.clientWidth + 1, getComputedStyle(t).overflowX])""")
+            assert any(wide for wide, _ in tables), tables
+            assert all(overflow in ("auto", "scroll") for wide, overflow in tables if wide)
         finally:
             browser.close()
 
