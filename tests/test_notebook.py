@@ -412,7 +412,8 @@ class TestAuditCommand:
         out = capsys.readouterr().out
         assert "cmp-8" in out and "failed compaction cmp-3" in out
         written = sorted(p.name for p in (tmp_path / "surface-lab-audit").iterdir())
-        assert written == ["index.html", "long-compaction-audit.html",
+        assert written == ["index.csv", "index.html", "long-compaction-audit.csv",
+                           "long-compaction-audit.html", "long-compaction-audit.parquet",
                            "long-compaction-swimlane.png"]
 
     def test_a_path_and_an_out_dir(self, tmp_path: Path,
@@ -420,14 +421,16 @@ class TestAuditCommand:
         assert main(["audit", str(COMPACTION_LOG), "--out", str(tmp_path)]) == 0
         stem = COMPACTION_LOG.name.removesuffix(".jsonl")  # reports are named after the input
         assert sorted(p.name for p in tmp_path.iterdir()) == sorted([
-            "index.html", f"{stem}-audit.html", f"{stem}-swimlane.png"])
+            "index.csv", "index.html", f"{stem}-audit.csv", f"{stem}-audit.html",
+            f"{stem}-audit.parquet", f"{stem}-swimlane.png"])
 
     def test_bad_input_is_one_line(self, tmp_path: Path,
                                    capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["audit", str(SAMPLES / "invalid-surface.jsonl"), "--out",
                      str(tmp_path)]) == 1
-        out = capsys.readouterr().out
-        assert out.count("\n") == 1 and "replace-sources-incomplete" in out
+        captured = capsys.readouterr()  # an error: one line on stderr, no result
+        assert captured.out == ""
+        assert captured.err.count("\n") == 1 and "replace-sources-incomplete" in captured.err
 
 
 class TestProgress:
