@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .errors import StorageError, SurfaceLabError
+from .glossary import plural
 from .problems import Problem
 from .reading.paths import is_sqlite, resolve
 from .reading.read import LogReading, read_path
@@ -237,24 +238,49 @@ _REPAIR_HINT = re.compile(r"; run surface-lab repair$")
 # -- convert -----------------------------------------------------------------------------
 
 
+_STDOUT_NAMES = ("-", "/dev/stdout")
+
+
+def _is_stdout(target: str) -> bool:
+    """`-` and `/dev/stdout` name the standard output."""
+    return target in _STDOUT_NAMES
+
+
+def _write_stdout(header: Any, events: Sequence[Any]) -> None:
+    """One session as a `.jsonl` log on stdout: checked and encoded whole before the
+    first byte is written (a refused event writes nothing)."""
+    from .header import check_header
+    from .storage.base import checked_batch
+    from .storage.jsonl import dumps_header, encode_events
+
+    data = dumps_header(check_header(header)) + encode_events(checked_batch(events))
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
 def cmd_import(args: argparse.Namespace, src: Path, dst: Path) -> int:
     from .importers import import_any
 
     result = import_any(src, fmt=args.fmt, leaf=args.leaf, tombstones=args.tombstones,
                         strict=args.strict)
     for finding in [*result.notes, *result.problems]:
-        _out(str(finding))
+        _out(str(finding), sys.stderr)
     if result.is_empty:  # the empty-import problem above says why
         _out(f"{src}: not converted: nothing the model saw; {dst} not written", sys.stderr)
         return 1
-    if dst.exists():
-        raise StorageError(f"{dst}: already exists; nothing written", code="target-exists",
-                           path=str(dst))
-    store = JsonlStore.for_file(dst)
-    store.create(result.header)
-    store.append(str(result.header["id"]), result.events)
+    if _is_stdout(str(dst)):
+        _write_stdout(result.header, result.events)
+    else:
+        if dst.exists():
+            raise StorageError(f"{dst}: already exists; nothing written", code="target-exists",
+                               path=str(dst))
+        store = JsonlStore.for_file(dst)
+        store.create(result.header)
+        store.append(str(result.header["id"]), result.events)
     replaced = sum(len(c["shadowed_seqs"]) for c in result.compactions)
-    _out(f"{src} -> {dst}: {result.format}, {len(result.events)} events, "
+    _out(f"{src} -> {'stdout' if _is_stdout(str(dst)) else dst}: {result.format}, "
+         f"{len(result.events)} events, "
          f"{len(result.compactions)} compaction(s) shadowing {replaced} entries, "
          f"{len(result.omitted)} source record(s) left out (see the notes), "
          f"{len(result.problems)} problem(s)", sys.stderr)
@@ -282,14 +308,24 @@ def cmd_convert(args: argparse.Namespace) -> int:
     bad = [r for r in readings if not r.valid]
     for r in bad:
         for p in r.problems:
-            _out(str(p))
+            _out(str(p), sys.stderr)
     unanswered = [p for r in readings if r.valid for p in _unanswered(r)]
     for p in unanswered:  # converted as they are, but said
-        _out(str(p))
+        _out(str(p), sys.stderr)
     if bad:
         _out(f"{args.src}: not converted: {len(bad)} invalid log(s); run surface-lab repair "
              f"--write first", sys.stderr)
         return 1
+    if _is_stdout(target):
+        if len(readings) != 1:
+            raise StorageError(f"{target}: the standard output takes one session as a "
+                               f".jsonl log; {src} holds {len(readings)} (pick one with "
+                               f"--session ID)", path=target)
+        [one] = readings
+        _write_stdout({**one.header, "delegationDepth": one.header.get("delegationDepth", 0)},
+                      list(one.events))
+        _out(f"{args.src} -> stdout: 1 session(s), {len(one.events)} events", sys.stderr)
+        return 0
     if dst.suffix == ".jsonl" and len(readings) != 1:
         raise StorageError(f"{dst}: a .jsonl file holds one session; {src} holds "
                            f"{len(readings)} (give a folder or a .db, or pick one with "
@@ -460,8 +496,9 @@ def _one_session_dir(path: Path) -> bool:
         or _foreign(path)
 
 
-def _audit_source(item: AuditInput) -> tuple[Any, list[Any]]:
-    """The log to audit and what reading or importing it noted."""
+def _audit_source(item: AuditInput) -> tuple[Any, list[Any], str | None]:
+    """The log to audit, what reading or importing it noted, and the importer's format
+    (None for a log of our own)."""
     if item.session_id is None and _foreign(item.path):
         from .importers import import_any
         from .notebook.source import load_source
@@ -469,9 +506,24 @@ def _audit_source(item: AuditInput) -> tuple[Any, list[Any]]:
         result = import_any(item.path)
         log = load_source(list(result.events), progress=False)
         log.session_id, log.path = str(result.header["id"]), str(item.path)
-        return log, [*result.notes, *result.problems]
+        return log, [*result.notes, *result.problems], result.format
     reading = read_path(item.path, session_id=item.session_id, option="--session ID")
-    return reading, list(reading.problems)
+    return reading, list(reading.problems), None
+
+
+def _audited_folder(items: Sequence[AuditInput]) -> Path:
+    """The folder the report shows paths relative to: the deepest one holding every
+    input."""
+    folders = [os.path.abspath(item.path if item.path.is_dir() and item.session_id is None
+                               and not _one_session_dir(item.path) else item.path.parent)
+               for item in items]
+    return Path(os.path.commonpath(folders)) if folders else Path.cwd()
+
+
+def _progress(args: argparse.Namespace) -> bool:
+    """Progress bars are for a person: only when stderr is a terminal (a notebook shows
+    its own through the Python API)."""
+    return not args.no_progress and sys.stderr.isatty()
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -483,31 +535,38 @@ def cmd_audit(args: argparse.Namespace) -> int:
             raise MemoryError(str(err)) from None
         raise SurfaceLabError(f"the audit needs the notebook extras ({err.name} is missing):"
                               f" python -m pip install -e '.[notebook]'") from None
-    progress = not args.no_progress
+    progress = _progress(args)
     if args.paths:
         items = [item for item in expand_audit_paths(args.paths)
                  if args.session is None or item.session_id == args.session]
         if not items:
-            raise StorageError(f"{', '.join(args.paths)}: no log to audit" + (
-                f" with session {args.session!r}" if args.session is not None else ""))
+            raise StorageError("no log to audit" + (
+                f" with session {args.session!r}" if args.session is not None else
+                " (a folder's own log files are audited; for a tree of them give a glob: "
+                "'DIR/**/*.jsonl')"), path=", ".join(args.paths))
     else:
         source = _default_audit_source()
         _out(f"auditing {source if isinstance(source, Path) else 'the long-compaction sample'}"
              f" (give a PATH to audit another log)", sys.stderr)
         if not isinstance(source, Path):  # the sample, built in memory
             result = audit_report(source, args.out, name="long-compaction", progress=progress)
-            return _report_audit(args.out, [("the long-compaction sample", result)], True)
+            return _report_audit(args, [("the long-compaction sample", result)], True)
         items = [AuditInput(source, None, "long-compaction")]
+    base = _audited_folder(items)
     done: list[tuple[str, Any]] = []
     refused: list[tuple[str, str]] = []
     for item in items:
         label = _label(item.path, item.session_id)
         try:
-            source, notes = _audit_source(item)
+            source, notes, fmt = _audit_source(item)
             for note in notes:
                 _out(str(note), sys.stderr)
-            done.append((label, audit_report(source, args.out, name=item.stem, notes=notes,
-                                             progress=progress)))
+            from .notebook.audit import shown_path
+
+            shown = shown_path(item.path, base) + (
+                f"#{item.session_id}" if item.session_id is not None else "")
+            done.append((shown, audit_report(source, args.out, name=item.stem, notes=notes,
+                                             progress=progress, base=base, fmt=fmt)))
         except SurfaceLabError as err:
             problem = _problem(err, label)
         except _AUDIT_FAILURES as err:  # one log of an unforeseen shape stops no other
@@ -515,9 +574,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
                               f"({type(err).__name__}: {err})", label)
         else:
             continue
-        _out(str(problem))
+        _out(str(problem), sys.stderr)
         refused.append((label, f"{problem.code}: {problem.message}"))
-    bad = _report_audit(args.out, done, len(items) == 1, refused)
+    bad = _report_audit(args, done, len(items) == 1, refused)
     return 1 if bad or refused else 0
 
 
@@ -527,17 +586,30 @@ _AUDIT_FAILURES = (TypeError, KeyError, AttributeError, IndexError, ValueError,
                    OverflowError, RecursionError, ZeroDivisionError)
 
 
-def _report_audit(out: str, done: list[tuple[str, Any]], alone: bool,
+def _report_audit(args: argparse.Namespace, done: list[tuple[str, Any]], alone: bool,
                   refused: Sequence[tuple[str, str]] = ()) -> int:
-    """Print what each audit found, write the index; 1 if a recorded decision does not
-    replay."""
-    from .notebook.audit import audit_index
+    """Print what each audit found (the table of a single session, a line per session;
+    with --json one JSON document instead), write the index (with a row for each log that
+    could not be audited); 1 if a recorded decision does not replay."""
+    from .notebook.audit import audit_index, audit_table, counts_line, session_counts
 
     bad = 0
+    sessions = []
     for label, result in done:
-        audit = result["audit"]
-        mismatched = int(audit["recorded_matches"].fillna(True).eq(False).sum())
-        bad += mismatched
+        counts = session_counts(result)
+        bad += counts["not replaying"]
+        if args.json:
+            table = audit_table(result["audit"])
+            sessions.append({
+                "input": label, "session": result["log"].session_id,
+                "format": result["format"], "model": result["model"],
+                "events": len(result["log"].events), "totals": counts,
+                "html": str(result["html"]), "png": str(result["png"]),
+                "csv": str(result["csv"]),
+                "parquet": None if result["parquet"] is None else str(result["parquet"]),
+                "failed_compactions": result["failed"], "replay_differences": result["replay"],
+                "replaces": json.loads(table.to_json(orient="records", default_handler=str))})
+            continue
         if alone:
             for row in result["summary_rows"]:
                 _out(row)
@@ -547,15 +619,21 @@ def _report_audit(out: str, done: list[tuple[str, Any]], alone: bool,
         for diff in result["replay"]:
             _out(f"{label}: seq {diff['seq']}: recorded-mismatch: recorded "
                  f"{diff['recorded']}, the fold computed {diff['computed']}")
-        _out(f"{label}: {len(audit)} replaces, {sum(map(len, audit['removed_seqs']))} "
-             f"removed, {sum(map(len, audit['restored_seqs']))} restored, "
-             f"{int(audit['n_at_risk'].sum()) if len(audit) else 0} facts at risk, "
-             f"{len(result['failed'])} failed; "
-             + (f"{mismatched} recorded decision(s) do NOT replay" if mismatched
-                else "recorded decisions replay")
+        _out(f"{label}: {counts_line(counts)}; "
+             + (f"{counts['not replaying']} recorded decision(s) do NOT replay"
+                if counts["not replaying"] else "recorded decisions replay")
              + f" -> {result['html']}")
-    if done or (refused and not alone):
-        _out(f"wrote {audit_index(out, done, refused)}")
+    missing = next((r["parquet_missing"] for _, r in done if r["parquet_missing"]), None)
+    if missing:
+        _out(f"note: audit tables written as CSV only: {missing}", sys.stderr)
+    index = (audit_index(args.out, done, refused) if done or (refused and not alone)
+             else None)
+    if args.json:
+        _out_json({"sessions": sessions, "index": None if index is None else str(index),
+                   "not_replaying": bad,
+                   "not_audited": [{"input": label, "error": why} for label, why in refused]})
+    elif index is not None:
+        _out(f"wrote {index}")
     return 1 if bad else 0
 
 
@@ -570,14 +648,14 @@ def cmd_corpus_build(args: argparse.Namespace) -> int:
                                  client=args.scheduler, workers=args.workers,
                                  task_mb=args.task_mb, progress=progress)
     for problem in manifest.problems:
-        _out(problem["problem"])
+        _out(problem["problem"], sys.stderr)
     for copies in manifest.duplicates:
         dropped = (f"; dropped {', '.join(copies['dropped'])}" if copies["dropped"]
                    else " (in different tasks: join on session_key)")
         _out(f"warning: session {copies['session_id']!r} is in "
              f"{len(copies['kept']) + len(copies['dropped'])} sources: kept "
              f"{', '.join(copies['kept'])}{dropped}", sys.stderr)
-    _out(f"{args.out}: {manifest.sessions} sessions, {manifest.events} events in "
+    _out(f"{args.out}: {plural(manifest.sessions, 'session')}, {manifest.events} events in "
          f"{manifest.tasks} tasks ({manifest.engine}); {len(manifest.problems)} session(s) "
          f"with problems, {len(manifest.duplicates)} session id(s) in several sources",
          sys.stderr)
@@ -593,7 +671,15 @@ def cmd_corpus_sql(args: argparse.Namespace) -> int:
     try:
         frame = c.sql(args.query)
     except duckdb.Error as err:
-        raise SurfaceLabError(f"query failed: {err}", code="query-invalid") from None
+        # DuckDB's message spans lines (the error, then LINE n: and a caret under the
+        # spot): each is printed as a line of its own, escaped on its own
+        first, *rest = str(err).split("\n")
+        _out(str(Problem.from_error(SurfaceLabError(f"query failed: {first}",
+                                                    code="query-invalid"), path=args.out)),
+             sys.stderr)
+        for line in rest:
+            _out(line, sys.stderr)
+        return 1
     finally:
         c.close()
     # cells come from logs: escape them first, so every line printed below is one row
@@ -679,6 +765,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="surface-lab", description="Inspect, check and repair surface session logs.")
     parser.add_argument("--debug", action="store_true",
                         help="show a traceback for unexpected internal errors")
+    parser.add_argument("--version", action="version", version=f"surface-lab {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = _command(sub, "validate", "check logs; one line per problem",
@@ -710,7 +797,8 @@ def _parser() -> argparse.ArgumentParser:
                  cmd_convert)
     p.add_argument("src", metavar="SRC")
     p.add_argument("dst", metavar="DST", nargs="?",
-                   help="a .jsonl file, a .db/.sqlite database, or a JSONL store folder")
+                   help="a .jsonl file, a .db/.sqlite database, a JSONL store folder, or - "
+                        "(or /dev/stdout) for one session as JSONL on stdout")
     p.add_argument("-o", "--output", metavar="OUT", help="the destination (same as DST)")
     p.add_argument("--session", metavar="ID",
                    help="copy only this session of a store or database")
@@ -737,7 +825,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="where the reports go (default: ./surface-lab-audit)")
     p.add_argument("--session", metavar="ID",
                    help="only this session of the stores or databases")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bars (they are shown only when stderr is a terminal)")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON document on stdout: every session's totals, replaces "
+                        "and the files written")
 
     p = sub.add_parser("corpus", help="build and query a Parquet dataset of many sessions",
                        description="Turn many logs into one date-partitioned Parquet "
@@ -803,6 +895,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    """The installed distribution's version (this checkout's pyproject when run from
+    a source tree that is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("surface-lab")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def _usage(message: str) -> SurfaceLabError:
     """A usage error raised by a command: exit 2 with the command's usage line."""
     return SurfaceLabError(message, code="usage")
@@ -846,7 +949,7 @@ def _run_command(args: argparse.Namespace) -> int:
             parser.print_usage(sys.stderr)
             _out(f"{parser.prog}: error: {_in_cli_terms(err).message}", sys.stderr)
             return 2
-        _out(str(_problem(err, getattr(args, "path", None))))
+        _out(str(_problem(err, getattr(args, "path", None))), sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -91,6 +91,27 @@ def _expand(sources: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return list(dict.fromkeys(p.resolve() if p.exists() else p.absolute() for p in found))
 
 
+def check_sources(sources: Iterable[str | os.PathLike[str]]) -> None:
+    """Refuse, before anything is written, a source that does not exist (a glob that
+    matches nothing) or holds no log: a build of the wrong folder must not replace an
+    earlier dataset with an empty or partial one.
+
+    Raises:
+        SurfaceLabError: `source-missing` or `source-empty`, naming the source.
+    """
+    for source in sources:
+        text = str(source)
+        is_glob = any(ch in text for ch in "*?[") and not os.path.lexists(text)
+        if not is_glob and not os.path.lexists(text):
+            raise SurfaceLabError(f"{text}: no such file or folder; nothing written",
+                                  code="source-missing", path=text)
+        if not _expand([source]):
+            what = "matches no file" if is_glob else "holds no session log"
+            raise SurfaceLabError(f"{text}: {what} (looked for {', '.join(LOG_SUFFIXES)} "
+                                  f"files, SQLite databases and other agents' logs); "
+                                  f"nothing written", code="source-empty", path=text)
+
+
 def _date(millis: Any) -> str:
     value = millis if isinstance(millis, int) and not isinstance(millis, bool) else 0
     return datetime.fromtimestamp(value / 1000, UTC).strftime("%Y-%m-%d")
@@ -498,11 +519,16 @@ class Manifest:
         """The manifest of a finished build.
 
         Raises:
-            SurfaceLabError: `corpus-unfinished` without a manifest, `schema-unsupported`
+            SurfaceLabError: `corpus-missing` when `out` does not exist,
+                `corpus-unfinished` without a manifest, `schema-unsupported`
                 for another schema version, `corpus-damaged` for a manifest that is not
                 what a build writes (every file it names must be inside `out`).
         """
         path = Path(out) / MANIFEST
+        if not os.path.lexists(out):
+            raise SurfaceLabError(f"{out}: no such corpus (build one with surface-lab corpus "
+                                  f"build SRC... {out})", code="corpus-missing",
+                                  path=str(out))
         if not path.is_file():
             raise SurfaceLabError(f"{out}: no {MANIFEST}: not a finished corpus build",
                                   code="corpus-unfinished", path=str(out))
@@ -636,8 +662,8 @@ def to_parquet(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[str
         progress: show a progress bar over tasks.
 
     Returns:
-        The manifest. One session id in several sources is resolved as the README's
-        "Many sessions" section says; `manifest.duplicates` lists each case.
+        The manifest. One session id in several sources is resolved as docs/corpus.md
+        says; `manifest.duplicates` lists each case.
 
     Raises:
         SurfaceLabError: `corpus-empty` when the sources hold no log (nothing is written).
@@ -645,6 +671,7 @@ def to_parquet(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[str
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     sources = list(sources)
+    check_sources(sources)
     tasks = plan_tasks(sources, task_mb=task_mb)
     if not tasks:
         named = ", ".join(str(s) for s in sources[:3]) + (", ..." if len(sources) > 3 else "")

@@ -71,7 +71,16 @@ class AdmissionError(SurfaceLabError, ValueError):
 
 
 class CorruptLogError(SurfaceLabError):
-    """Committed data on disk is damaged or breaks a rule (`log-corrupt` and scan codes)."""
+    """Committed data on disk is damaged or breaks a rule (`log-corrupt` and scan codes).
+    `str(err)` opens with where (`path:line: seq N TYPE: `), so an error caught in a loop
+    over many files still names its file."""
+
+    def __str__(self) -> str:
+        where = self.location()
+        if not where or self.message.startswith(f"{where}:") or (
+                self.path is not None and self.message.startswith(f"{self.path}")):
+            return self.message
+        return f"{where}: {self.message}"
 
 
 class UnsupportedFormatError(SurfaceLabError):

@@ -303,10 +303,10 @@ class TestReport:
                     and matplotlib.colors.to_hex(c.get_colors()[0]) == RESTORED_COLOR.lower()]
         assert len(restored[0].get_segments()) == 2
         labels = [t.get_text() for t in ax.get_legend().get_texts()]
-        assert "restored: copied back (2)" in labels and "removed entry (1)" in labels
+        assert "restored: copied back (2)" in labels and "removed entries (1)" in labels
         html = audit_report(log, tmp_path, progress=False, notes=result.notes)["html"]
         text = html.read_text()
-        assert "1 entry removed, 2 restored" in text and "restored-by-copy" in text
+        assert "(1 removed, 2 restored)" in text and "restored-by-copy" in text
 
     def test_lanes_of_an_imported_log_name_the_source_ids(self) -> None:
         log = load_source(list(import_any(PI).events))
@@ -412,8 +412,9 @@ class TestAuditCommand:
         assert main(["audit", str(tmp_path / "a" / "x.jsonl"), str(tmp_path / "b" / "x.jsonl"),
                      "--out", str(out), "--no-progress"]) == 0
         written = sorted(p.name for p in out.iterdir())
-        assert written == ["index.html", "x-2-audit.html", "x-2-swimlane.png",
-                           "x-audit.html", "x-swimlane.png"]
+        assert written == ["index.csv", "index.html", "x-2-audit.csv", "x-2-audit.html",
+                           "x-2-audit.parquet", "x-2-swimlane.png", "x-audit.csv",
+                           "x-audit.html", "x-audit.parquet", "x-swimlane.png"]
         index = (out / "index.html").read_text()
         assert 'href="x-audit.html"' in index and 'href="x-2-audit.html"' in index
 
@@ -459,8 +460,8 @@ class TestAuditCommand:
             self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["audit", str(SAMPLES / "invalid-surface.jsonl"), str(SAMPLES / "chat.jsonl"),
                      "--out", str(tmp_path), "--no-progress"]) == 1
-        out = capsys.readouterr().out
-        assert sum("replace-sources-incomplete" in line for line in out.splitlines()) == 1
+        err = capsys.readouterr().err  # an error: on stderr, not in the results
+        assert sum("replace-sources-incomplete" in line for line in err.splitlines()) == 1
         assert (tmp_path / "chat-audit.html").exists()
 
     def test_a_session_id_with_mathtext_does_not_fail_the_audit(
@@ -494,5 +495,6 @@ class TestAuditCommand:
             self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         (tmp_path / "empty").mkdir()
         assert main(["audit", str(tmp_path / "empty"), "--out", str(tmp_path / "out")]) == 1
-        out = capsys.readouterr().out
-        assert out.count("\n") == 1 and "no log to audit" in out
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err.count("\n") == 1 and "no log to audit" in captured.err

@@ -190,7 +190,8 @@ class TestRepairAndConvert:
         assert _run(capsys, "convert", str(src), str(db))[0] == 0
         assert _run(capsys, "convert", str(db), str(back))[0] == 0
         assert back.read_bytes() == src.read_bytes()
-        code, lines, _ = _run(capsys, "convert", str(src), str(back))
+        code, _, err = _run(capsys, "convert", str(src), str(back))
+        lines = err.splitlines()  # an error: on stderr
         assert code == 1 and "already exists" in lines[0]
 
     def test_convert_refuses_an_invalid_source(self, tmp_path: Path,
@@ -283,7 +284,8 @@ class TestSessionOption:
     def test_errors_name_the_session_option(
             self, command: str, capsys: pytest.CaptureFixture[str]) -> None:
         db = str(ROOT / "sample_logs" / "sessions.db")
-        code, lines, _ = _run(capsys, command, db)
+        code, _, err = _run(capsys, command, db)
+        lines = err.splitlines()  # an error: on stderr
         assert code == 1
         assert lines == [f"{db}: session-ambiguous: holds 3 sessions; pick one with --session ID "
                          f"('chat', 'max-tokens', 'tools-parallel')"]
@@ -294,8 +296,9 @@ class TestSessionOption:
 
     def test_a_jsonl_destination_for_several_sessions_points_to_the_option(
             self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-        code, lines, _ = _run(capsys, "convert", str(ROOT / "sample_logs" / "sessions.db"),
-                              str(tmp_path / "all.jsonl"))
+        code, _, err = _run(capsys, "convert", str(ROOT / "sample_logs" / "sessions.db"),
+                            str(tmp_path / "all.jsonl"))
+        lines = err.splitlines()  # an error: on stderr
         assert code == 1 and "pick one with --session ID" in lines[0]
 
 
@@ -306,7 +309,8 @@ class TestGenerate:
         out.mkdir()
         (out / "chat.jsonl").write_text("my own notes\n")
         (out / "keep.txt").write_text("unrelated\n")
-        code, lines, _ = _run(capsys, "generate", str(out))
+        code, _, err = _run(capsys, "generate", str(out))
+        lines = err.splitlines()  # an error: on stderr
         assert code == 1
         assert lines == [f"{out}: target-exists: already holds chat.jsonl; nothing written "
                          f"(--force replaces them)"]
@@ -327,7 +331,8 @@ class TestGenerate:
     def test_a_large_session_is_not_overwritten_without_force(
             self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         (tmp_path / "large-50.jsonl").write_text("mine\n")
-        code, lines, _ = _run(capsys, "generate", str(tmp_path), "--events", "50")
+        code, _, err = _run(capsys, "generate", str(tmp_path), "--events", "50")
+        lines = err.splitlines()  # an error: on stderr
         assert code == 1 and "already exists; nothing written (--force" in lines[0]
         assert (tmp_path / "large-50.jsonl").read_text() == "mine\n"
         assert _run(capsys, "generate", str(tmp_path), "--events", "50", "--force")[0] == 0

@@ -183,7 +183,7 @@ class TestFailures:
         out = tmp_path / "out"
         assert main(["corpus", "build", str(folder), str(out), "--engine", "serial",
                      "--no-progress"]) == 0
-        printed = capsys.readouterr().out
+        printed = capsys.readouterr().err  # the damaged sessions' problems: on stderr
         assert "bad.jsonl:132: seq 250 user/message: replace-sources-incomplete" in printed
         assert "tail.jsonl:29: seq-gap" in printed
         assert "empty.jsonl:1: log-corrupt" in printed
@@ -309,15 +309,17 @@ class TestBuildCommand:
         out = tmp_path / "out"
         assert main(["corpus", "build", str(tmp_path / "empty"), str(out)]) == 1
         captured = capsys.readouterr()
-        assert captured.out.startswith(f"corpus-empty: no session logs in {tmp_path / 'empty'}")
-        assert captured.err == ""  # and no progress bar
+        assert captured.out == ""  # the error, one line on stderr, and no progress bar
+        assert captured.err.startswith(f"{tmp_path / 'empty'}: source-empty: holds no session "
+                                       f"log")
+        assert captured.err.count("\n") == 1
         assert not out.exists()
 
     def test_an_empty_build_keeps_the_previous_one(self, logs: Path, serial: Path,
                                                    tmp_path: Path) -> None:
         out = tmp_path / "out"
         shutil.copytree(serial, out)
-        with pytest.raises(SurfaceLabError, match="no session logs"):
+        with pytest.raises(SurfaceLabError, match=r"nothing-\*\.jsonl: matches no file"):
             corpus.to_parquet(tmp_path / "nothing-*.jsonl", out)
         assert corpus.Manifest.load(out).sessions == 24
 
@@ -327,6 +329,6 @@ class TestBuildCommand:
         assert main(["corpus", "build", str(ROOT / "sample_logs" / "chat.jsonl"), str(out),
                      "--engine", "serial"]) == 0
         err = capsys.readouterr().err
-        assert err.splitlines() == [f"{out}: 1 sessions, 61 events in 1 tasks (serial); 0 "
+        assert err.splitlines() == [f"{out}: 1 session, 61 events in 1 tasks (serial); 0 "
                                     f"session(s) with problems, 0 session id(s) in several "
                                     f"sources"]

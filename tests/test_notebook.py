@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from builders import ev, user, user_msg
-from matplotlib.collections import LineCollection, PathCollection, PolyCollection
+from matplotlib.collections import LineCollection, PathCollection, PolyCollection, QuadMesh
 from matplotlib.figure import Figure
 from PIL import Image
 
@@ -161,6 +161,9 @@ class TestFrames:
         table = schema_table()
         assert set(table["frame"]) == set(SCHEMAS)
         assert table["meaning"].str.len().min() > 5
+        shown = table[table["frame"] == "replacements"].set_index("column")["shown as"]
+        assert shown["n_shadowed"] == "hid" and shown["removed_seqs"] == "removed"
+        assert shown["recorded_matches"] == "replays"
 
 
 class TestReplay:
@@ -277,14 +280,52 @@ class TestPlots:
         log = load_source(SAMPLES / "long-compaction.jsonl")
         assert plot_shadowing(log, ax=ax) is ax
         hatched = [c for c in ax.collections if isinstance(c, PolyCollection) and c.get_hatch()]
-        [spans] = hatched
+        [spans, removed] = hatched
         assert len(spans.get_paths()) == len(log.fold.replacements) == 7
+        # each replace hid one run of adjacent entries (none restored): one block each
+        assert len(removed.get_paths()) == 7
         lines = [c for c in ax.collections if isinstance(c, LineCollection)]
-        assert sum(len(c.get_segments()) for c in lines) == 7 + sum(
-            len(r.shadowed_seqs) for r in log.fold.replacements)
+        shown = sum(len(c.get_segments()) for c in lines) - 7  # the arrows' shafts
+        assert shown in (0, sum(len(r.shadowed_seqs) for r in log.fold.replacements))
         [failed, heads] = [c for c in ax.collections if isinstance(c, PathCollection)]
         assert len(heads.get_offsets()) == 7 and len(failed.get_offsets()) == 1
         assert [t.get_text() for t in ax.get_yticklabels()][:2] == ["events", "seq 250 cmp-1"]
+
+    def test_a_dense_removed_run_is_one_hatched_block_not_a_dark_bar(self) -> None:
+        from PIL import Image
+
+        session = Session("dense", clock=lambda: 0)
+        for i in range(406):
+            session.append("user/message", user_msg(f"m{i}"), surface_op="append")
+        session.append("user/message", user_msg("summary"), surface_op={
+            "op": "replace", "start": 0, "end": 405}, source_event_seqs=list(range(406)))
+        figure = Figure(figsize=(10, 2), dpi=100)
+        ax = plot_shadowing(session, ax=figure.add_subplot())
+        [_, removed] = [c for c in ax.collections
+                        if isinstance(c, PolyCollection) and c.get_hatch()]
+        assert len(removed.get_paths()) == 1 and removed.get_hatch()
+        lines = [c for c in ax.collections if isinstance(c, LineCollection)]
+        assert sum(len(c.get_segments()) for c in lines) == 1  # the arrow, no 406 ticks
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png")
+        image = np.asarray(Image.open(buffer).convert("L"), dtype=float)
+        (x0, y0), (x1, y1) = ax.transData.transform([(50, 0.85), (350, 1.15)])
+        height = image.shape[0]
+        rows = sorted((int(height - y0), int(height - y1)))
+        lane = image[rows[0]:rows[1], int(x0):int(x1)]
+        assert lane.size and (lane < 90).mean() < 0.5, (lane < 90).mean()
+
+    def test_visibility_is_plotted_in_surface_entries_and_keeps_replacements(self) -> None:
+        log = load_source(SAMPLES / "long-compaction.jsonl")
+        ax = plot_visibility(log, ax=Figure().add_subplot(), max_entries=20)
+        assert ax.get_xlim() == (-0.5, len(log.entries) - 0.5)
+        assert "surface entry" in ax.get_xlabel() and "20 of them" not in ax.get_xlabel()
+        from surface_lab.notebook.plots import _visibility_matrix
+
+        state, _steps, entries, positions = _visibility_matrix(log, 1000, 20)
+        assert {p.seq for p in log.replaces} <= set(entries.tolist())
+        assert (np.array(log.entries)[positions] == entries).all()
+        assert (state == 2).any(axis=0).sum() == len(log.replaces)
 
     def test_shadowing_artist_count_does_not_grow_with_events(self) -> None:
         def artists(n: int) -> int:
@@ -306,8 +347,8 @@ class TestPlots:
         log = load_source(SAMPLES / "long-compaction.jsonl")
         ax = Figure().add_subplot()
         assert plot_visibility(log, ax=ax, highlight=100, max_steps=1000) is ax
-        [image] = ax.get_images()
-        assert image.get_array().shape[0] == len(log.events)
+        [mesh] = [c for c in ax.collections if isinstance(c, QuadMesh)]
+        assert mesh.get_array().shape[0] == len(log.events)
         assert any(line.get_ydata()[0] == 100 for line in ax.get_lines())
         ax = Figure().add_subplot()
         assert plot_surface_size(log, ax=ax, marker=10) is ax
@@ -371,7 +412,8 @@ class TestAuditCommand:
         out = capsys.readouterr().out
         assert "cmp-8" in out and "failed compaction cmp-3" in out
         written = sorted(p.name for p in (tmp_path / "surface-lab-audit").iterdir())
-        assert written == ["index.html", "long-compaction-audit.html",
+        assert written == ["index.csv", "index.html", "long-compaction-audit.csv",
+                           "long-compaction-audit.html", "long-compaction-audit.parquet",
                            "long-compaction-swimlane.png"]
 
     def test_a_path_and_an_out_dir(self, tmp_path: Path,
@@ -379,14 +421,16 @@ class TestAuditCommand:
         assert main(["audit", str(COMPACTION_LOG), "--out", str(tmp_path)]) == 0
         stem = COMPACTION_LOG.name.removesuffix(".jsonl")  # reports are named after the input
         assert sorted(p.name for p in tmp_path.iterdir()) == sorted([
-            "index.html", f"{stem}-audit.html", f"{stem}-swimlane.png"])
+            "index.csv", "index.html", f"{stem}-audit.csv", f"{stem}-audit.html",
+            f"{stem}-audit.parquet", f"{stem}-swimlane.png"])
 
     def test_bad_input_is_one_line(self, tmp_path: Path,
                                    capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["audit", str(SAMPLES / "invalid-surface.jsonl"), "--out",
                      str(tmp_path)]) == 1
-        out = capsys.readouterr().out
-        assert out.count("\n") == 1 and "replace-sources-incomplete" in out
+        captured = capsys.readouterr()  # an error: one line on stderr, no result
+        assert captured.out == ""
+        assert captured.err.count("\n") == 1 and "replace-sources-incomplete" in captured.err
 
 
 class TestProgress:

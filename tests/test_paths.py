@@ -47,7 +47,9 @@ class TestRefusedUnopened:
             self, unreadable: list[Path], command: str,
             capsys: pytest.CaptureFixture[str]) -> None:
         for path in unreadable:
-            code, lines, _ = _run(capsys, command, str(path))
+            code, out, err = _run(capsys, command, str(path))
+            # validate's problems are its results; any other command's error is on stderr
+            lines = out if command == "validate" else err.splitlines()
             assert code == 1 and len(lines) == 1 and lines[0].startswith(f"{path}: path-refused: ")
 
     def test_the_frames_and_the_corpus_refuse_them(self, unreadable: list[Path],
@@ -107,7 +109,8 @@ class TestFolders:
             read_log(folder)
         assert read_log(folder, session_id="max-tokens").session_id == "max-tokens"
         for command in ("info", "surface"):  # audit takes every session (tests/test_audit)
-            code, lines, _ = _run(capsys, command, str(folder))
+            code, _, err = _run(capsys, command, str(folder))
+            lines = err.splitlines()  # an error: on stderr
             assert code == 1 and "pick one with --session ID ('chat'" in lines[0], lines
         code, lines, _ = _run(capsys, "info", str(folder), "--session", "max-tokens")
         assert code == 0

@@ -4,6 +4,9 @@ put at risk, and whether the recorded decision replays; plus a self-contained re
 from __future__ import annotations
 
 import base64
+import io
+import json
+import os
 import re
 from bisect import bisect_right
 from collections import Counter
@@ -26,6 +29,7 @@ from ..facts import (
     texts_at_risk,
 )
 from ..gcpause import gc_paused
+from ..glossary import TERMS, label, plural
 from ..surface import apply_plan
 from .frames import Bracket, bracket_of, brackets, prune_record, replacements_df
 from .plots import figure_png, plot_shadowing, plot_surface_size
@@ -36,10 +40,13 @@ __all__ = [
     "audit_index",
     "audit_report",
     "compaction_audit",
+    "counts_line",
     "extract_facts",
     "failed_compactions",
     "replacement_preview",
     "replay_differences",
+    "session_counts",
+    "summary_body",
 ]
 
 def extract_facts(text: str, *, rules: FactRules = DEFAULT_RULES) -> set[str]:
@@ -170,19 +177,54 @@ def replay_differences(log: LogData, audit: pd.DataFrame) -> list[dict[str, Any]
 
 def _summary_rows(audit: pd.DataFrame) -> list[str]:
     """The audit as a plain-text table, one string a row (what `surface-lab audit` prints,
-    each row on one line: a cell may hold a line break from the log)."""
+    each row on one line: a cell may hold a line break from the log). Its headers are the
+    glossary's words, as in the HTML report."""
     if not len(audit):
         return [NO_REPLACES]
-    header = (f"{'seq':>6} {'kind':<10} {'id':<12} {'hid':>4} {'moved':>5} {'tokens':>15} "
-              f"{'at risk':>7} {'redone':>6}  replays")
+    header = (f"{'seq':>6} {'kind':<10} {'id':<12} {label('n_shadowed'):>4} "
+              f"{label('removed_seqs'):>7} {label('restored_seqs'):>8} "
+              f"{'tokens before -> after':>22} {label('saved_tokens'):>7} "
+              f"{label('n_at_risk'):>13} {label('lost_evidence'):>6}  "
+              f"{label('recorded_matches')}")
     rows = [header, "-" * len(header)]
     for row in _records(audit):
         tokens = f"{row['tokens_before']} -> {row['tokens_after']}"
         rows.append(f"{row['seq']:>6} {row['kind']:<10} {_text(row['compaction_id']):<12} "
-                    f"{len(row['removed_seqs']):>4} {len(row['restored_seqs']):>5} "
-                    f"{tokens:>15} {row['n_at_risk']:>7} {row.get('lost_evidence', 0):>6}  "
+                    f"{row['n_shadowed']:>4} {len(row['removed_seqs']):>7} "
+                    f"{len(row['restored_seqs']):>8} {tokens:>22} {row['saved_tokens']:>7} "
+                    f"{row['n_at_risk']:>13} {row.get('lost_evidence', 0):>6}  "
                     f"{_replays(row)}")
     return rows
+
+
+def session_counts(result: Mapping[str, Any]) -> dict[str, int]:
+    """A session's totals as `audit_report` returned it, by glossary word: replaces,
+    hid, removed, restored, saved, facts at risk, redone, failed compactions, and how
+    many recorded decisions do not replay."""
+    audit = result["audit"]
+
+    def total(column: str) -> int:
+        return int(audit[column].sum()) if len(audit) and column in audit else 0
+
+    return {"replace": len(audit), "hid": total("n_shadowed"),
+            "removed": sum(len(r) for r in audit["removed_seqs"]),
+            "restored": sum(len(r) for r in audit["restored_seqs"]),
+            "saved": total("saved_tokens"), "facts at risk": total("n_at_risk"),
+            "redone": total("lost_evidence"), "failed compactions": len(result["failed"]),
+            "not replaying": int(audit["recorded_matches"].fillna(True).eq(False).sum())}
+
+
+def counts_line(counts: Mapping[str, int]) -> str:
+    """The totals in words, the same in the command's summary line and the report's
+    header: `2 replaces hid 888 entries (854 removed, 34 restored), saved 91 tokens, ...`."""
+    if not counts["replace"]:
+        return (f"0 replaces (nothing compacted, pruned or rolled back), "
+                f"{plural(counts['failed compactions'], 'failed compaction')}")
+    return (f"{plural(counts['replace'], 'replace')} hid {plural(counts['hid'], 'entry')} "
+            f"({counts['removed']} removed, {counts['restored']} restored), saved "
+            f"{plural(counts['saved'], 'token')} (estimated), "
+            f"{plural(counts['facts at risk'], 'fact at risk')}, {counts['redone']} redone, "
+            f"{plural(counts['failed compactions'], 'failed compaction')}")
 
 
 NO_REPLACES = "no replaces: nothing in this log was compacted, pruned or rolled back"
@@ -200,9 +242,12 @@ def report_stem(name: str) -> str:
 
 
 def audit_report(source: Any, out_dir: str | Path, *, name: str | None = None,
-                 notes: Sequence[Any] = (), progress: bool = True) -> dict[str, Any]:
-    """Audit a log and write `<name>-swimlane.png` and a self-contained
-    `<name>-audit.html` (figures embedded, all log text escaped) into `out_dir`.
+                 notes: Sequence[Any] = (), progress: bool = True,
+                 base: str | Path | None = None, fmt: str | None = None) -> dict[str, Any]:
+    """Audit a log and write into `out_dir`: `<name>-swimlane.png`, a self-contained
+    `<name>-audit.html` (figures embedded, all log text escaped) and the audit table as
+    `<name>-audit.csv` and `<name>-audit.parquet` (Parquet needs pyarrow, the `corpus`
+    extra; without it `parquet` is None and `parquet_missing` says why).
 
     Args:
         source: anything `load_source` accepts.
@@ -210,11 +255,14 @@ def audit_report(source: Any, out_dir: str | Path, *, name: str | None = None,
         name: the stem of the files (default: the session id), e.g. the input file's name.
         notes: what an importer noted about the log, shown at the top of the report.
         progress: progress bars for the steps that take over a second.
+        base: the folder that was audited: the report shows paths relative to it.
+        fmt: the log's format when it was imported (`claude-code`, `codex`, ...).
 
     Returns:
         `{"audit": frame, "failed": [...], "replay": [...], "summary": text,
-        "summary_rows": [row, ...], "png": path,
-        "html": path, "log": LogData}`.
+        "summary_rows": [row, ...], "png": path, "html": path, "csv": path,
+        "parquet": path or None, "parquet_missing": reason or None, "format": str,
+        "model": str or None, "log": LogData}`.
     """
     log = load_source(source, progress=progress)
     audit = compaction_audit(log, progress=progress)
@@ -223,6 +271,8 @@ def audit_report(source: Any, out_dir: str | Path, *, name: str | None = None,
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stem = report_stem(name or log.session_id)
+    about = {"format": fmt or "dsh", "model": main_model(log),
+             "source": shown_path(log.path, base) if log.path else "in memory"}
     with step_bar("figures and page", 3, progress, unit=" parts") as bar:
         lanes = min(len(audit), 40)
         swimlane = figure_png(plot_shadowing, log, size=(12, 2.4 + 0.32 * lanes))
@@ -230,14 +280,98 @@ def audit_report(source: Any, out_dir: str | Path, *, name: str | None = None,
         sizes = figure_png(plot_surface_size, log, size=(12, 3.2))
         bar.update(1)
         summary = _summary_rows(audit)
-        page = _report_html(log, audit, failed, replay, swimlane, sizes, notes)
+        page = _report_html(log, audit, failed, replay, swimlane, sizes,
+                            [note_text(n, log.path) for n in notes], about)
         bar.update(1)
     png = out / f"{stem}-swimlane.png"
     html_path = out / f"{stem}-audit.html"
+    csv_path = out / f"{stem}-audit.csv"
+    parquet_path: Path | None = out / f"{stem}-audit.parquet"
+    table = audit_table(audit)
+    parquet, missing = _parquet_bytes(table)
     _write_new(png, swimlane)
+    _write_new(csv_path, table.to_csv(index=False).encode("utf-8"))
+    if parquet is None:
+        parquet_path = None
+    else:
+        assert parquet_path is not None
+        _write_new(parquet_path, parquet)
     _write_new(html_path, page.encode("utf-8"))
     return {"audit": audit, "failed": failed, "replay": replay, "summary": "\n".join(summary),
-            "summary_rows": summary, "png": png, "html": html_path, "log": log}
+            "summary_rows": summary, "png": png, "html": html_path, "csv": csv_path,
+            "parquet": parquet_path, "parquet_missing": missing, "format": about["format"],
+            "model": about["model"], "log": log}
+
+
+def audit_table(audit: pd.DataFrame) -> pd.DataFrame:
+    """The audit frame as a flat table for CSV and Parquet: a list stays a list (CSV
+    writes it as JSON), a mapping becomes its JSON text."""
+    out = audit.copy()
+    for column in out.columns:
+        values = out[column]
+        if values.dtype == object and any(isinstance(v, Mapping) for v in values):
+            out[column] = [json.dumps(dict(v), sort_keys=True) if isinstance(v, Mapping)
+                           else v for v in values]
+        elif values.dtype == object and any(isinstance(v, (list, tuple)) for v in values):
+            out[column] = [[_plain(x) for x in v] if isinstance(v, (list, tuple)) else v
+                           for v in values]
+    return out
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
+
+
+def _parquet_bytes(table: pd.DataFrame) -> tuple[bytes | None, str | None]:
+    """The table as Parquet, or (None, why) when pyarrow is not installed."""
+    try:
+        import pyarrow  # noqa: F401  (pandas writes Parquet with it)
+    except ImportError:
+        return None, ("pyarrow is missing: the Parquet table needs the corpus extra "
+                      "(python -m pip install 'surface-lab[corpus]')")
+    buffer = io.BytesIO()
+    flat = table.copy()
+    for column in flat.columns:  # Arrow wants one type a column: lists of text here
+        if flat[column].dtype == object and any(isinstance(v, list) for v in flat[column]):
+            flat[column] = [[str(x) for x in v] if isinstance(v, list) and any(
+                isinstance(x, str) for x in v) else v for v in flat[column]]
+    flat.to_parquet(buffer, index=False)
+    return buffer.getvalue(), None
+
+
+def main_model(log: LogData) -> str | None:
+    """The model that wrote most of the log's assistant messages (None when it records
+    none)."""
+    seqs = log.seqs_of_type("assistant/message")
+    found = log.sources(seqs)  # decoded in one batch where the log is packed
+    if not found:  # a log in memory
+        found = {seq: log.source_of(seq) for seq in seqs}
+    models = Counter(str(source.get("model")) for source in found.values()
+                     if isinstance(source, Mapping) and source.get("model")
+                     and source.get("model") not in ("unknown", "tombstone"))
+    return models.most_common(1)[0][0] if models else None
+
+
+def shown_path(path: str | Path, base: str | Path | None) -> str:
+    """`path` relative to `base` when it lies inside it, else as given."""
+    if base is None:
+        return str(path)
+    try:
+        return Path(os.path.abspath(path)).relative_to(os.path.abspath(base)).as_posix() \
+            or Path(path).name
+    except ValueError:
+        return str(path)
+
+
+def note_text(note: Any, path: str | None) -> str:
+    """An importer's note without the log's path it opens with (the report is about that
+    log): `line 106: note: leaf-choice: ...`."""
+    text = str(note)
+    if path and text.startswith(path):
+        rest = text[len(path):]
+        line = re.match(r":(\d+): ", rest)
+        return f"line {line.group(1)}: {rest[line.end():]}" if line else rest.lstrip(": ")
+    return text
 
 
 def _write_new(path: Path, data: bytes) -> None:
@@ -261,11 +395,6 @@ def _text(value: Any) -> str:
         else str(value)
 
 
-def _n(count: int, noun: str) -> str:
-    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
-    return f"{count} {noun if count == 1 else plural}"
-
-
 def _counts(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
@@ -277,14 +406,66 @@ def _img(png: bytes, alt: str) -> str:
 
 _PRUNE_MARKER = re.compile(r"\[\.\.\. \d+ characters pruned[^\]\n]*\]")
 PREVIEW_CHARS = 160
+# How agents open the text that replaces a compacted history: one line of framing the
+# same in every summary (ours, Claude Code's, Codex's, pi's), then the summary itself.
+SUMMARY_FRAMES = (
+    "This is an automatically generated checkpoint of earlier history",  # surface_lab
+    "This session is being continued from a previous conversation",  # Claude Code
+    "Another language model started to solve this problem",  # Codex
+    "The conversation history before this point was compacted",  # pi
+    "The following is a summary of a branch",  # pi, a branch summary
+)
+# a line that is only a wrapper tag or a heading word: `<summary>`, `Summary:`
+_ANALYSIS = re.compile(r"\s*(<analysis>|analysis\s*:)", re.I)
+_SUMMARY_START = re.compile(r"^\s*(<summary>|summary\s*:)[ \t]*$", re.I | re.M)
+_WRAPPER_LINE = re.compile(r"\s*(</?[\w-]+>|(summary|analysis|context)\s*:?)\s*", re.I)
 
 
-def replacement_preview(text: str, limit: int = PREVIEW_CHARS) -> str:
-    """A short preview of a replacement's text; a pruned tool result keeps its marker
-    (`[... N characters pruned ...]`) with a little of the text on each side."""
+def summary_body(text: str, shared: str = "") -> str:
+    """What a replacement says, without the framing every summary opens with: a known
+    agent's framing line (`SUMMARY_FRAMES`), else the `shared` opening of all the
+    summaries of the log (`shared_opening`), then wrapper lines (`<summary>`,
+    `Summary:`) and blank lines. The text itself when nothing is left."""
+    body = text.lstrip()
+    if body.startswith(SUMMARY_FRAMES):
+        body = body.partition("\n")[2]
+    elif shared and body.startswith(shared):
+        body = body[len(shared):]
+    scratch = _ANALYSIS.match(body)  # the model's analysis first: its summary says it
+    if scratch is not None:
+        summary = _SUMMARY_START.search(body, scratch.end())
+        if summary is not None:
+            body = body[summary.end():]
+    lines = body.split("\n")
+    while lines and (not lines[0].strip() or _WRAPPER_LINE.fullmatch(lines[0])):
+        lines.pop(0)
+    while lines and (not lines[-1].strip() or _WRAPPER_LINE.fullmatch(lines[-1])):
+        lines.pop()
+    return "\n".join(lines).strip() or text
+
+
+def shared_opening(texts: Sequence[str]) -> str:
+    """The whole lines that every one of two or more texts opens with (a framing an
+    unknown agent repeats in each summary), else ''."""
+    if len(texts) < 2:
+        return ""
+    low, high = min(texts), max(texts)  # their common opening is everyone's
+    size = next((i for i, (a, b) in enumerate(zip(low, high, strict=False)) if a != b),
+                min(len(low), len(high)))
+    prefix = low[:size]
+    cut = prefix.rfind("\n")
+    return prefix[: cut + 1] if cut > 0 else ""
+
+
+def replacement_preview(text: str, limit: int = PREVIEW_CHARS, shared: str = "") -> str:
+    """A short preview of a replacement's text: what the summary says (`summary_body`),
+    or for a pruned tool result its marker (`[... N characters pruned ...]`) with a
+    little of the text on each side."""
+    marker = _PRUNE_MARKER.search(text)
+    if marker is None:
+        text = summary_body(text, shared)
     if len(text) <= limit:
         return text
-    marker = _PRUNE_MARKER.search(text)
     if marker is None:
         return text[:limit] + " …"
     side = max(limit - len(marker.group(0)), 20) // 2
@@ -307,12 +488,16 @@ table{border-collapse:collapse;font-size:13px;margin:6px 0 14px 0}
 td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}
 th{background:#f3f3f3}th.sl-sort{cursor:pointer;user-select:none}
 th.sl-sort:after{content:" \\2195";color:#999}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.nowrap{white-space:nowrap}
+td.sl-input{min-width:18em;max-width:30em;overflow-wrap:anywhere}td.sl-id{max-width:12em;overflow-wrap:anywhere}
 details{margin:6px 0}summary{cursor:pointer}
 details.sl-replace>summary{font-weight:600}
 .bad{color:#D55E00;font-weight:600}.note{color:#444}
 .sl-restored{border-left-color:#56B4E9 !important}
 code{white-space:pre-wrap;word-break:break-word}
+.sl-wide{overflow-x:auto;max-width:100%}
+.sl-glossary dt{margin-top:4px}.sl-glossary dd{margin-left:18px;color:#444}
 </style>"""
 # Click a header to sort by it (numbers as numbers); no external asset.
 SORT_SCRIPT = """<script>
@@ -354,9 +539,14 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]], *, sortable: bo
 
 def _replace_table(log: LogData, audit: pd.DataFrame) -> str:
     extra = [c for c in audit.columns if c not in _SHOWN | _HIDDEN]
-    header = ["seq", "kind", "id", "hid", "removed", "restored", "tokens before",
-              "tokens after", "saved", "at risk", "replays", "replacement (preview)", *extra]
+    header = ["seq", "kind", "id", *(label(c) for c in (
+        "n_shadowed", "removed_seqs", "restored_seqs", "tokens_before", "tokens_after",
+        "saved_tokens", "n_at_risk", "recorded_matches")), "what replaced it (preview)",
+        *(label(c) for c in extra)]
     texts = log.texts(int(s) for s in audit["seq"])
+    shared = shared_opening([texts[int(s)] for s, k in zip(audit["seq"], audit["kind"],
+                                                           strict=True)
+                             if k == "compaction"])
     rows = []
     for row in _records(audit):
         seq = int(row["seq"])
@@ -368,7 +558,7 @@ def _replace_table(log: LogData, audit: pd.DataFrame) -> str:
             _cell(row["tokens_before"]), _cell(row["tokens_after"]),
             _cell(row["saved_tokens"]), _cell(row["n_at_risk"]),
             f"<td{' class=bad' if replays == 'NO' else ''}>{esc(replays)}</td>",
-            f"<td><code>{esc(replacement_preview(texts[seq]))}</code></td>",
+            f"<td><code>{esc(replacement_preview(texts[seq], shared=shared))}</code></td>",
             *(_cell(row[c]) for c in extra)])
     return _table(header, rows, sortable=True)
 
@@ -379,7 +569,7 @@ def _shadowed_card(log: LogData, seq: int, tag: str) -> str:
     text = log.texts([seq])[seq]
     first = text.strip().split("\n", 1)[0] if text.strip() else "(no text)"
     return (f"<details><summary>{esc(tag)} · seq {seq} · {esc(event['type'])} · "
-            f"{_n(len(text), 'character')} · <code>{esc(first[:PREVIEW_CHARS])}</code>"
+            f"{plural(len(text), 'character')} · <code>{esc(first[:PREVIEW_CHARS])}</code>"
             f"</summary>"
             + message_card(event, tags=(tag,), max_chars=None,
                            extra_class="sl-restored" if tag == "restored" else "sl-gone")
@@ -393,11 +583,11 @@ def _replace_details(log: LogData, row: Mapping[str, Any]) -> str:
     parts = [
         f'<details class="sl-replace" id="seq-{seq}"><summary>seq {seq} · '
         f"{esc(row['kind'])} {esc(_text(row['compaction_id']))} · hid "
-        f"{esc(_n(row['n_shadowed'], 'entry'))} "
-        f"({esc(_counts(row['shadowed_type_counts'])) or 'nothing'})"
-        + (f", {len(restored)} restored" if restored else "")
+        f"{esc(plural(row['n_shadowed'], 'entry'))} "
+        f"({esc(_counts(row['shadowed_type_counts'])) or 'nothing'}; "
+        f"{len(row['removed_seqs'])} removed, {len(restored)} restored)"
         + f" · {esc(row['tokens_before'])} → {esc(row['tokens_after'])} tokens · "
-        f"{esc(row['n_at_risk'])} facts at risk"
+        f"{esc(plural(row['n_at_risk'], 'fact at risk'))}"
         + (f" · {esc(row['lost_evidence'])} redone" if "lost_evidence" in row else "")
         + "</summary>",
         f"<p>Recorded decision replays: {esc(_replays(row))}. Facts at risk: "
@@ -415,100 +605,133 @@ def _replace_details(log: LogData, row: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
+def glossary_html() -> str:
+    """The glossary (`surface_lab.glossary.TERMS`) as a collapsed definition list."""
+    items = "".join(f"<dt><b>{esc(t.label)}</b>"
+                    + (f" <code>{esc(t.column)}</code>" if t.column else "")
+                    + f"</dt><dd>{esc(t.meaning)}</dd>" for t in TERMS)
+    return (f"<details class='sl-glossary'><summary>Glossary: what each figure means"
+            f"</summary><dl>{items}</dl></details>")
+
+
+def _wide(table: str) -> str:
+    return f"<div class='sl-wide'>{table}</div>"
+
+
 def _report_html(log: LogData, audit: pd.DataFrame, failed: list[dict[str, Any]],
                  replay: list[dict[str, Any]], swimlane: bytes, sizes: bytes,
-                 notes: Sequence[Any]) -> str:
+                 notes: Sequence[str], about: Mapping[str, Any]) -> str:
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     kinds = Counter(str(k) for k in audit["kind"])
-    removed = sum(len(r) for r in audit["removed_seqs"])
-    restored = sum(len(r) for r in audit["restored_seqs"])
+    counts = session_counts({"audit": audit, "failed": failed})
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
              f"<title>Compaction audit: {esc(log.session_id)}</title>", STYLE, _CSS,
              "</head><body>",
              f"<h1>Compaction audit: {esc(log.session_id)}</h1>",
-             f"<p>{_n(len(log.events), 'event')} · {_n(len(audit), 'replace')}"
-             + (f" ({esc(_counts(kinds))})" if kinds else "")
-             + f" · {_n(removed, 'entry')} removed, {restored} restored (copied back) · "
-             f"{_n(len(failed), 'failed compaction')} · source "
-             f"{esc(log.path or 'in memory')} · generated {generated}</p>",
+             f"<p class='sl-counts'>{esc(counts_line(counts))}"
+             + (" · " + esc(", ".join(plural(n, kind) for kind, n in kinds.most_common()))
+                if kinds else "") + "</p>",
+             f"<p class='note'>{esc(plural(len(log.events), 'event'))} · format "
+             f"{esc(about['format'])}" + (f" · model {esc(about['model'])}"
+                                          if about.get("model") else "")
+             + f" · source <code>{esc(about['source'])}</code> · generated {generated}</p>",
              "<p class='note' style='max-width:900px'>A <b>replace</b> puts one event in the "
-             "place of a run of the surface (what the model sees); the entries it removes are "
-             "<b>shadowed</b>: still in the log, no longer sent to the model. An importer "
-             "that could not splice in place <b>restores</b> kept entries by copying them "
-             "back after the replace: moved, not lost. <b>Facts at risk</b> are mentions "
-             "(paths, URLs, errors, decisions, symbols; counters, ids and repeated log lines "
-             "left out) in the shadowed entries that neither the "
-             "replacement nor the rest of the surface still mentions. <b>Redone</b> "
-             "(lost_evidence) counts the later actions that show the agent needed what a "
-             "replace hid (a repeated call, the same file again, a question asked again). "
-             "<b>Replays</b> says "
-             "whether the entries a compaction recorded as shadowed are exactly the ones the "
-             "fold removes.</p>"]
+             "place of a run of the surface (what the model sees); the entries it <b>hid</b> "
+             "are still in the log, no longer sent to the model. <b>Removed</b> ones are "
+             "gone from the surface; <b>restored</b> ones an importer copied back after it. "
+             "<b>Facts at risk</b>, <b>redone</b> and <b>replays</b> say what the model may "
+             "have lost; the glossary below defines every figure.</p>",
+             glossary_html()]
     if notes:
-        parts.append("<h2>Import notes</h2><ul>" + "".join(
-            f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
+        parts.append(f"<h2>Import notes</h2><p class='note'>about <code>"
+                     f"{esc(about['source'])}</code></p><ul>" + "".join(
+                         f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
     if log.problems:
         parts.append("<p class='bad'>Problems: " + "<br>".join(esc(p) for p in log.problems)
                      + "</p>")
     if replay:
-        parts.append(f"<h2 class='bad'>{_n(len(replay), 'recorded decision')} that do not "
-                     "replay</h2>")
-        parts.append(_table(
+        parts.append(f"<h2 class='bad'>{plural(len(replay), 'recorded decision')} that do "
+                     "not replay</h2>")
+        parts.append(_wide(_table(
             ["seq", "id", "recorded seqs", "computed seqs (the fold)", "only recorded",
              "only computed"],
             ([_cell(d["seq"]), _cell(d["compaction_id"]), _cell(d["recorded"]),
               _cell(d["computed"]), f"<td class='bad'>{esc(_text(d['only_recorded']))}</td>",
-              f"<td class='bad'>{esc(_text(d['only_computed']))}</td>"] for d in replay)))
+              f"<td class='bad'>{esc(_text(d['only_computed']))}</td>"] for d in replay))))
     if not len(audit):
         parts.append(f"<p><b>{esc(NO_REPLACES)}.</b></p>")
     parts += ["<h2>Which events each replace shadowed</h2>", _img(swimlane, "swimlane"),
               "<h2>Surface size over the log</h2>", _img(sizes, "surface size")]
     if failed:
-        parts.append("<h2>Failed compactions</h2>" + _table(
+        parts.append("<h2>Failed compactions</h2>" + _wide(_table(
             ["seq", "id", "turn", "error"],
             ([_cell(f["seq"]), _cell(f["compaction_id"]), _cell(f["turn"]),
-              _cell(f["error"])] for f in failed)))
+              _cell(f["error"])] for f in failed))))
     if len(audit):
         parts += ["<h2>Replaces</h2><p class='note'>Click a header to sort; a seq opens its "
-                  "details below.</p>", _replace_table(log, audit), "<h2>Each replace</h2>"]
+                  "details below.</p>", _wide(_replace_table(log, audit)),
+                  "<h2>Each replace</h2>"]
         parts += [_replace_details(log, row) for row in _records(audit)]
     parts += [SORT_SCRIPT, "</body></html>"]
     return "".join(parts)
 
 
+# The index's columns after input and session: (header, how to get it from a result).
+def _index_row(result: Mapping[str, Any]) -> dict[str, Any]:
+    counts = session_counts(result)
+    audit = result["audit"]
+    row: dict[str, Any] = {
+        "format": result.get("format", "dsh"), "model": result.get("model") or "",
+        "events": len(result["log"].events), "replaces": counts["replace"],
+        "hid": counts["hid"], "removed": counts["removed"], "restored": counts["restored"],
+        "saved": counts["saved"], "facts at risk": counts["facts at risk"],
+        "redone": counts["redone"], "failed compactions": counts["failed compactions"]}
+    if "cost_usd" in audit:  # the tokens' branch adds dollars per replace
+        row[label("cost_usd")] = float(audit["cost_usd"].fillna(0).sum())
+    row["not replaying"] = counts["not replaying"]
+    return row
+
+
 def audit_index(out_dir: str | Path, done: Sequence[tuple[str, Mapping[str, Any]]],
                 refused: Sequence[tuple[str, str]] = ()) -> Path:
-    """Write `index.html` into `out_dir`: one row per audited session (as `audit_report`
-    returned it, beside the input's label) with its counts and a link to its report, and
-    one per input that could not be audited (`refused`: label, why).
+    """Write `index.html` (and the same table as `index.csv`) into `out_dir`: one row per
+    audited session (as `audit_report` returned it, beside the input's label) with its
+    format, model, totals and a link to its report, sortable by any column, and one row per
+    input that could not be audited (`refused`: label, why). A `cost` column appears when
+    an audit frame has `cost_usd`.
 
     Returns:
         The index's path.
     """
+    records = [{"input": name, "session": result["log"].session_id, **_index_row(result)}
+               for name, result in done]
+    columns = list(dict.fromkeys(k for r in records for k in r))
     rows = []
-    for label, result in done:
-        audit, log = result["audit"], result["log"]
-        bad = int(audit["recorded_matches"].fillna(True).eq(False).sum())
+    for record, (_, result) in zip(records, done, strict=True):
+        bad = record["not replaying"]
         rows.append([
-            f'<td><a href="{esc(Path(result["html"]).name)}">{esc(label)}</a></td>',
-            _cell(log.session_id), _cell(len(log.events)), _cell(len(audit)),
-            _cell(sum(len(r) for r in audit["removed_seqs"])),
-            _cell(sum(len(r) for r in audit["restored_seqs"])),
-            _cell(int(audit["n_at_risk"].sum()) if len(audit) else 0),
-            _cell(len(result["failed"])),
+            f'<td class="sl-input"><a href="{esc(Path(result["html"]).name)}">'
+            f'{esc(record["input"])}</a></td>',
+            f"<td class='sl-id'>{esc(record['session'])}</td>",
+            *(f"<td class='nowrap'>{esc(record[c])}</td>" if c in ("format", "model")
+              else _cell(record.get(c, "")) for c in columns[2:-1]),
             f"<td{' class=bad' if bad else ''}>{'NO: ' + str(bad) if bad else 'yes'}</td>"])
-    for label, why in refused:
-        rows.append([f"<td>{esc(label)}</td>", f"<td class=bad colspan=8>not audited: "
-                     f"{esc(why)}</td>"])
+    header = [*columns[:-1], "replays"]
+    for name, why in refused:
+        rows.append([f"<td>{esc(name)}</td>", f"<td class=bad colspan={max(len(header) - 1, 1)}>"
+                     f"not audited: {esc(why)}</td>"])
     page = ("<!doctype html><html><head><meta charset='utf-8'><title>Compaction audits"
-            f"</title>{_CSS}</head><body><h1>Compaction audits</h1>"
-            f"<p>{_n(len(done), 'session')}"
-            + (f" ({len(refused)} input(s) not audited)" if refused else "") + " · generated "
+            f"</title>{_CSS}<style>body{{max-width:none}}</style></head><body>"
+            "<h1>Compaction audits</h1>"
+            f"<p>{plural(len(done), 'session')}"
+            + (f" ({plural(len(refused), 'input')} not audited)" if refused else "")
+            + " · generated "
             f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} · click a header to sort"
-            "</p>" + _table(["input", "session", "events", "replaces", "removed", "restored",
-                             "facts at risk", "failed compactions", "replays"], rows,
-                            sortable=True)
+            " · the same table: <a href='index.csv'>index.csv</a></p>"
+            + _wide(_table(header, rows, sortable=True)) + glossary_html()
             + SORT_SCRIPT + "</body></html>")
     path = Path(out_dir) / "index.html"
+    frame = pd.DataFrame(records, columns=columns)
+    _write_new(Path(out_dir) / "index.csv", frame.to_csv(index=False).encode("utf-8"))
     _write_new(path, page.encode("utf-8"))
     return path

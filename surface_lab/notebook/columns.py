@@ -216,7 +216,13 @@ def empty_frame(name: str) -> pd.DataFrame:
 
 
 def schema_table() -> pd.DataFrame:
-    """Every frame's columns, dtypes and meanings, as a frame."""
-    rows = [(frame, c.name, str(c.dtype), c.doc) for frame, columns in SCHEMAS.items()
-            for c in columns]
-    return pd.DataFrame(rows, columns=["frame", "column", "dtype", "meaning"])
+    """Every frame's columns, dtypes and meanings, as a frame; `shown as` is the word the
+    command and the report use for the figure (`surface_lab.glossary`), where it has
+    one."""
+    from ..glossary import TERMS
+
+    shown = {t.column: t.label for t in TERMS if t.column}
+    rows = [(frame, c.name, str(c.dtype), c.doc,
+             shown.get(c.name, "") if frame in ("replacements", "audit") else "")
+            for frame, columns in SCHEMAS.items() for c in columns]
+    return pd.DataFrame(rows, columns=["frame", "column", "dtype", "meaning", "shown as"])

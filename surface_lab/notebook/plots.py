@@ -143,10 +143,15 @@ def plot_shadowing(source: Any, *, ax: Axes | None = None, max_lanes: int = 40,
     lanes = list(range(len(replaces))) if len(replaces) <= max_lanes \
         else _pack(spans, max_lanes)
     span_rects: list[Rect] = []
-    ticks: list[Rect] = []  # removed entries
-    restored_ticks: list[Rect] = []  # entries the bracket copied back
+    removed_runs: list[Rect] = []  # runs of adjacent removed entries, one block each
+    restored_runs: list[Rect] = []  # runs of entries the bracket copied back
+    ticks: list[Rect] = []  # one line per removed entry, only where they stay apart
+    restored_ticks: list[Rect] = []
     shafts: list[Rect] = []
     heads: list[tuple[float, float]] = []
+    n_removed = n_restored = 0
+    # an entry's own line only while lines stay further apart than about 3 pixels
+    sparse_limit = max(len(types), 1) / 250
     for plan, lane, (low, _) in zip(replaces, lanes, spans, strict=True):
         y = lane + 1
         high = max(plan.shadowed, default=plan.seq - 1)
@@ -154,31 +159,46 @@ def plot_shadowing(source: Any, *, ax: Axes | None = None, max_lanes: int = 40,
         restored = bracket.restored if bracket is not None else frozenset()
         if plan.shadowed:
             span_rects += _rects([(low, high + 1 - low)], y - 0.3, 0.6)
-        for s in plan.shadowed:
-            (restored_ticks if s in restored else ticks).append(
-                [(s + 0.5, y - 0.3), (s + 0.5, y + 0.3)])
+        for is_restored, run in _entry_runs(plan.shadowed, restored):
+            (restored_runs if is_restored else removed_runs).append(
+                _rects([(run[0], run[-1] + 1 - run[0])], y - 0.22, 0.44)[0])
+            gaps = np.diff(run) if len(run) > 1 else np.array([sparse_limit + 1])
+            if gaps.min() > sparse_limit:
+                (restored_ticks if is_restored else ticks).extend(
+                    [(s + 0.5, y - 0.3), (s + 0.5, y + 0.3)] for s in run)
+            if is_restored:
+                n_restored += len(run)
+            else:
+                n_removed += len(run)
         shafts.append([(high + 1, y), (plan.seq + 0.5, y)])
         heads.append((plan.seq + 0.5, y))
     if replaces:
-        ax.add_collection(PolyCollection(span_rects, facecolors="#E4E4E4",
+        ax.add_collection(PolyCollection(span_rects, facecolors="#F2F2F2",
                                          edgecolors=SHADOW_COLOR, hatch="////",
                                          linewidths=0.5, zorder=1))
-        ax.add_collection(LineCollection(ticks, colors=SHADOW_COLOR, linewidths=2.2,
+        # a run of removed entries is one hatched block, so hundreds of them stay a
+        # readable span (not a solid dark bar) and the hatching still says "shadowed"
+        ax.add_collection(PolyCollection(removed_runs, facecolors="#BDBDBD",
+                                         edgecolors=SHADOW_COLOR, hatch="xx",
+                                         linewidths=0.6, zorder=2))
+        ax.add_collection(LineCollection(ticks, colors=SHADOW_COLOR, linewidths=1.2,
                                          zorder=2))
         ax.add_collection(LineCollection(shafts, colors=OKABE_ITO[7], linewidths=0.9,
                                          zorder=3))
         xs, ys = zip(*heads, strict=True)
         ax.scatter(xs, ys, marker=">", s=28, color=OKABE_ITO[7], zorder=4)
-        n_removed = len(ticks)
-        handles += [Patch(facecolor="#E4E4E4", edgecolor=SHADOW_COLOR, hatch="////",
+        handles += [Patch(facecolor="#F2F2F2", edgecolor=SHADOW_COLOR, hatch="////",
                           label="shadowed run"),
-                    Line2D([], [], color=SHADOW_COLOR, linewidth=2.2,
-                           label=f"removed entry ({n_removed})")]
-        if restored_ticks:
+                    Patch(facecolor="#BDBDBD", edgecolor=SHADOW_COLOR, hatch="xx",
+                          label=f"removed entries ({n_removed})")]
+        if restored_runs:
+            ax.add_collection(PolyCollection(restored_runs, facecolors="#CFE8F7",
+                                             edgecolors=RESTORED_COLOR, hatch="..",
+                                             linewidths=0.6, zorder=2))
             ax.add_collection(LineCollection(restored_ticks, colors=RESTORED_COLOR,
-                                             linewidths=2.2, zorder=2))
-            handles.append(Line2D([], [], color=RESTORED_COLOR, linewidth=2.2,
-                                  label=f"restored: copied back ({len(restored_ticks)})"))
+                                             linewidths=1.2, zorder=2))
+            handles.append(Patch(facecolor="#CFE8F7", edgecolor=RESTORED_COLOR, hatch="..",
+                                 label=f"restored: copied back ({n_restored})"))
         handles.append(Line2D([], [], color=OKABE_ITO[7], marker=">", label="replaced by"))
     n_lanes = (max(lanes) + 1) if lanes else 0
     ax.set_xlim(-0.5, max(len(types), 1) + 0.5)
@@ -198,6 +218,20 @@ def plot_shadowing(source: Any, *, ax: Axes | None = None, max_lanes: int = 40,
     return ax
 
 
+def _entry_runs(shadowed: Sequence[int], restored: frozenset[int]
+                ) -> list[tuple[bool, list[int]]]:
+    """The shadowed entries (adjacent on the surface) cut into runs of removed and of
+    restored ones: (restored?, seqs)."""
+    runs: list[tuple[bool, list[int]]] = []
+    for s in shadowed:
+        flag = s in restored
+        if runs and runs[-1][0] == flag:
+            runs[-1][1].append(s)
+        else:
+            runs.append((flag, [s]))
+    return runs
+
+
 def _replace_label(log: LogData, seq: int, traces: Sequence[Bracket]) -> str:
     """A lane's name: the compaction id (for an imported log, the source's own id of the
     manipulation), else the plugin, else the type; a tool-result rewrite is a prune."""
@@ -212,48 +246,72 @@ def _replace_label(log: LogData, seq: int, traces: Sequence[Bracket]) -> str:
 
 
 def _visibility_matrix(log: LogData, max_steps: int, max_entries: int
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    entries = np.array(log.entries, dtype="int64")
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The state of each sampled (step, entry) pair, the steps, the entries' seqs and the
+    entries' positions among all surface entries. Beyond `max_entries` the entries are
+    sampled evenly, and every replacement is always kept (its column is what the plot
+    is about)."""
+    all_entries = np.array(log.entries, dtype="int64")
     steps = np.arange(len(log.events), dtype="int64")
     if len(steps) > max_steps:
         steps = np.unique(np.linspace(0, len(log.events) - 1, max_steps).astype("int64"))
-    if len(entries) > max_entries:
-        entries = entries[np.unique(np.linspace(0, len(entries) - 1,
-                                                max_entries).astype("int64"))]
-    gone = np.array([log.shadowed_by.get(int(s), np.iinfo("int64").max) for s in entries])
     replaced = {p.seq for p in log.replaces}
+    positions = np.arange(len(all_entries), dtype="int64")
+    if len(all_entries) > max_entries:
+        keep = np.linspace(0, len(all_entries) - 1, max_entries).astype("int64")
+        forced = np.flatnonzero(np.isin(all_entries, np.array(sorted(replaced), dtype="int64")))
+        positions = np.union1d(keep, forced)
+    entries = all_entries[positions]
+    gone = np.array([log.shadowed_by.get(int(s), np.iinfo("int64").max) for s in entries],
+                    dtype="int64")
     is_replacement = np.array([int(s) in replaced for s in entries], dtype=bool)
     grid_steps = steps[:, None]
     state = np.where(grid_steps < entries[None, :], 0,
                      np.where(grid_steps >= gone[None, :], 3,
                               np.where(is_replacement[None, :], 2, 1)))
-    return state, steps, entries
+    return state, steps, entries, positions
+
+
+def _edges(centres: np.ndarray, last: float) -> np.ndarray:
+    """Cell edges for sampled positions: each cell runs from its position to the next
+    one, so the axis stays in the unit of the positions."""
+    return np.append(centres.astype("float64") - 0.5, last + 0.5)
 
 
 def plot_visibility(source: Any, *, ax: Axes | None = None, highlight: int | None = None,
                     max_steps: int = 800, max_entries: int = 400) -> Axes:
     """The step x entry matrix: for each step (just after event k) whether each surface
-    entry is not yet there, visible, a visible replacement, or shadowed.
+    entry is not yet there, visible, a visible replacement, or shadowed. The x axis
+    counts surface entries in seq order (0 = the first), the y axis events, both in
+    their own units when sampled.
 
     Args:
         source: anything `load_source` accepts.
         ax: the Axes to draw on.
         highlight: a step (event seq) to mark with a line.
-        max_steps, max_entries: sample evenly beyond these many rows and columns.
+        max_steps, max_entries: sample evenly beyond these many rows and columns (the
+            replacements' columns are always kept).
+
+    Returns:
+        The Axes drawn on.
     """
     log = _log(source)
     ax = _axes(ax, (8, 6))
-    state, steps, entries = _visibility_matrix(log, max_steps, max_entries)
+    state, steps, entries, positions = _visibility_matrix(log, max_steps, max_entries)
+    n_entries = len(log.entries)
     if state.size:
-        ax.imshow(state, aspect="auto", interpolation="nearest", origin="upper",
-                  cmap=ListedColormap(STATE_COLORS), vmin=-0.5, vmax=3.5,
-                  extent=(-0.5, len(entries) - 0.5, steps[-1] + 0.5, steps[0] - 0.5))
+        ax.pcolormesh(_edges(positions, n_entries - 1), _edges(steps, len(log.events) - 1),
+                      state, cmap=ListedColormap(STATE_COLORS), vmin=-0.5, vmax=3.5,
+                      shading="flat")
+        ax.set_xlim(-0.5, n_entries - 0.5)
+        ax.set_ylim(len(log.events) - 0.5, -0.5)
         if len(entries) <= 30:
-            ax.set_xticks(range(len(entries)), [str(s) for s in entries], rotation=90,
-                          fontsize=7)
+            ax.set_xticks(positions, [str(s) for s in entries], rotation=90, fontsize=7)
         if highlight is not None:
             ax.axhline(highlight, color=OKABE_ITO[5], linewidth=1.5)
-    ax.set_xlabel("surface entry (in seq order)")
+    shown = "" if len(entries) == n_entries else f"; {len(entries)} of them drawn"
+    ax.set_xlabel("surface entry (tick: its seq)" if 0 < len(entries) <= 30 else
+                   f"surface entry (k-th in seq order, {n_entries} in all{shown})")
     ax.set_ylabel("step (just after event k)")
     ax.set_title(f"{log.session_id}: what the model sees, step by step", parse_math=False)
     ax.legend(handles=[Patch(facecolor=c, edgecolor="#999999", label=s) for c, s in

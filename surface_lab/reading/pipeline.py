@@ -46,6 +46,14 @@ def check_header_line(scan: Scan, *, resume: bool, note: Callable[..., None]) ->
     raw = scan.header
     kind = raw.get("type") if isinstance(raw, dict) else None
     try:
+        if kind is None and isinstance(raw, dict) and not {"version", "id"} & raw.keys():
+            keys = ", ".join(repr(k) for k in list(raw)[:4]) + (", ..." if len(raw) > 4
+                                                                 else "")
+            raise AdmissionError(
+                f"not a session log: its first line is a JSON object with no \"type\" "
+                f"(keys {keys or 'none'}); a log opens with a session header "
+                f"{{\"type\": \"session\", ...}} and no importer recognises this as "
+                f"another agent's log", code="header-invalid")
         if kind != "session":
             raise AdmissionError(f"the first line must be a session header "
                                  f"(type 'session'), got type {kind!r}", code="header-invalid")

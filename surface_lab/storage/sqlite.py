@@ -35,7 +35,7 @@ SCHEMA_VERSION = 2
 APPLICATION_ID = 0x534C4142  # "SLAB"; dsh's databases use 0x44534850 and are refused
 BUSY_TIMEOUT_MS = 30_000
 
-# The one definition of the schema; the README quotes it.
+# The one definition of the schema; docs/storage.md quotes it.
 DDL = """\
 CREATE TABLE sessions (
   id TEXT PRIMARY KEY,

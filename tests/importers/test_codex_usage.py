@@ -132,7 +132,7 @@ class TestTokenCounts:
         assert main(["convert", str(rollout(tmp_path / "r.jsonl")), "-o", str(out)]) == 0
         assert main(["validate", str(out)]) == 0
         printed = capsys.readouterr()
-        assert "usage-not-attached: 2 record(s) left out" in printed.out
+        assert "usage-not-attached: 2 record(s) left out" in printed.err  # a note
         assert "token_count" not in "".join(
             line for line in printed.out.splitlines() if "not-model-visible" in line)
 

@@ -87,7 +87,7 @@ def test_bad_sources_are_one_line_errors(tmp_path: Path,
     bad = tmp_path / "x.jsonl"
     bad.write_bytes(b"\x00\x01 not anything")
     assert main(["convert", "--from", "pi", str(bad), "-o", str(tmp_path / "o.jsonl")]) == 1
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err  # an error: on stderr
     assert out.count("\n") == 1 and "not a pi session" in out
     with pytest.raises(SurfaceLabError):
         import_any(bad)

@@ -303,7 +303,7 @@ def test_every_line_of_a_branched_claude_file_is_imported_or_left_out_with_a_rea
     assert main(["convert", str(path), "-o", str(tmp_path / "out.jsonl")]) == 0
     printed = capsys.readouterr()
     assert (f"{path}: note: off-branch: 3 record(s) left out: not on the imported branch"
-            in printed.out)
+            in printed.err)  # notes go to stderr
     assert "6 source record(s) left out (see the notes)" in printed.err
 
 
@@ -332,7 +332,7 @@ def test_an_import_with_nothing_for_the_model_exits_1_and_writes_nothing(
     out = tmp_path / "out.jsonl"
     assert main(["convert", str(path), "-o", str(out)]) == 1
     printed = capsys.readouterr()
-    assert "empty-import" in printed.out and "not converted" in printed.err
+    assert "empty-import" in printed.err and "not converted" in printed.err
     assert not out.exists()
 
 
@@ -506,8 +506,8 @@ class TestAtifSubagentSummarization:
         out = tmp_path / "out.jsonl"
         assert main(["convert", "--from", "atif", str(path), "-o", str(out)]) == 1
         printed = capsys.readouterr()
-        assert printed.out.startswith(f"{path}:2: line-unparsable: ")
-        assert "surrogate" in printed.out and "internal error" not in printed.err
+        assert printed.err.startswith(f"{path}:2: line-unparsable: ")  # errors: stderr
+        assert "surrogate" in printed.err and "internal error" not in printed.err
         assert not out.exists()
 
 

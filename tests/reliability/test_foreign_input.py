@@ -20,6 +20,6 @@ def test_an_atif_lone_surrogate_is_refused_with_its_line_by_convert(
     out = tmp_path / "out.jsonl"
     assert main(["convert", str(path), str(out)]) == 1
     printed = capsys.readouterr()
-    assert printed.out.startswith(f"{path}:2: line-unparsable: ")
+    assert printed.err.startswith(f"{path}:2: line-unparsable: ")  # errors: stderr
     assert "Traceback" not in printed.err and "internal error" not in printed.err
     assert not out.exists()

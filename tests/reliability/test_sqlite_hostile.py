@@ -175,8 +175,8 @@ class TestCreation:
         sample = Path(__file__).resolve().parents[2] / "sample_logs" / "chat.jsonl"
         out = read_only_mount(tmp_path, f"python -m surface_lab.cli convert {sample} {db}")
         assert out.returncode == 1, out.stdout + out.stderr
-        assert "storage-read-only" in out.stdout and "Traceback" not in out.stderr
-        assert "not a SQLite database" not in out.stdout
+        assert "storage-read-only" in out.stderr and "Traceback" not in out.stderr
+        assert "not a SQLite database" not in out.stderr
 
 
 CREATION_RUNS, CREATORS = 40, 4
