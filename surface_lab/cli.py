@@ -131,7 +131,7 @@ def _validate(name: str | Path, counts: dict[str, int]) -> None:
             _validate(member, counts)
         return
     if not targets:
-        _out(f"{name}: error: holds no log or session to validate")
+        _out(f"{name}: source-empty: holds no log or session to validate")
         counts["INVALID"] += 1
     for path, session_id in targets:
         try:  # the full pipeline: every problem named up front

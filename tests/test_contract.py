@@ -101,5 +101,5 @@ class TestValidateAndConvert:
         path = _write(tmp_path / "s.jsonl", _log(answered=False))
         assert main(["convert", str(path), "-o", str(tmp_path / "out.db")]) == 0
         out, err = capsys.readouterr()
-        assert "unanswered-tool-call" in out
+        assert "unanswered-tool-call" in err and out == ""  # a problem: on stderr
         assert "1 problem(s)" in err

@@ -53,7 +53,7 @@ class TestStreams:
         done = cli("audit", "/nonexistent/x.jsonl", "--out", str(tmp_path))
         assert done.returncode == 1 and done.stdout == b""
         assert done.stderr.decode().splitlines() == [
-            "/nonexistent/x.jsonl: error: no such file or folder"]
+            "/nonexistent/x.jsonl: path-refused: no such file or folder"]
 
     @need_pi
     def test_results_on_stdout_notes_on_stderr(self, tmp_path: Path) -> None:
@@ -131,8 +131,8 @@ class TestAuditOutputs:
         config.write_text('{"name": "x", "debug": true}\n')
         done = cli("audit", str(config), "--out", str(tmp_path / "out"))
         assert done.returncode == 1 and done.stdout == b""
-        assert re.fullmatch(rf"{re.escape(str(config))}:1: header-invalid: not a session log: "
-                            r"its first line is a JSON object with no \"type\" .*\n",
+        assert re.fullmatch(rf"{re.escape(str(config))}:1: format-unsupported: JSON that is no "
+                            r"agent log: neither a surface log nor a .* log\n",
                             done.stderr.decode())
 
 

@@ -87,7 +87,7 @@ class TestFolders:
             self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         (tmp_path / "empty").mkdir()
         code, lines, _ = _run(capsys, "validate", str(tmp_path / "empty"))
-        assert code == 1 and lines == [f"{tmp_path / 'empty'}: error: holds no log or "
+        assert code == 1 and lines == [f"{tmp_path / 'empty'}: source-empty: holds no log or "
                                        f"session to validate"]
 
     def test_a_glob_of_plain_logs_is_a_folder_of_them(

@@ -45,7 +45,8 @@ def looks_like_swe_agent(document: Any) -> bool:
     if "trajectory_format" in document or "schema_version" in document:
         return False
     history = document["history"]
-    if not history or not all(isinstance(h, Mapping) and "role" in h for h in history[:5]):
+    head = [h for h in history[:5] if isinstance(h, Mapping)]  # a non-object is a problem
+    if not head or not isinstance(history[0], Mapping) or not all("role" in h for h in head):
         return False
     steps = document.get("trajectory")
     if steps is None:
@@ -363,6 +364,19 @@ def import_swe_agent(source: str | Path, *, tombstones: bool = False,
                            path=str(path)) from None
 
 
+def _objects(b: Builder, items: list[Any], where: str) -> list[Mapping[str, Any]]:
+    """The objects of a list of entries or steps; each other value a located problem (it
+    is left out, never silently)."""
+    kept = []
+    for index, item in enumerate(items):
+        if isinstance(item, Mapping):
+            kept.append(item)
+        else:
+            b.problem("record-malformed", f"{where}[{index}]: {type(item).__name__}, not an "
+                      f"object; left out")
+    return kept
+
+
 def _import(path: Path, document: Mapping[str, Any], *, tombstones: bool,
             strict: bool) -> ImportResult:
     b = Builder("swe-agent", str(path), tombstones=tombstones)
@@ -371,7 +385,7 @@ def _import(path: Path, document: Mapping[str, Any], *, tombstones: bool,
            once=True)
     provider, model = _model(document)
     writer = Writer(b, path, provider, model)
-    history = [h for h in document["history"] if isinstance(h, Mapping)]
+    history = _objects(b, document["history"], "history")
     agents = {h.get("agent") for h in history}
     main_agent = history[0].get("agent") if history else None
     if len(agents) > 1:
@@ -390,7 +404,7 @@ def _import(path: Path, document: Mapping[str, Any], *, tombstones: bool,
             continue
         base.append(item)
     listed = document.get("trajectory")
-    steps = [s for s in (listed if isinstance(listed, list) else []) if isinstance(s, Mapping)]
+    steps = _objects(b, listed if isinstance(listed, list) else [], "trajectory")
     queries = [s.get("query") for s in steps]
     after = [s.get("messages") for s in steps]
     views: list[list[Any]] = []

@@ -62,7 +62,7 @@ def test_an_audit_failure_of_one_log_leaves_the_others_done(
     printed = capsys.readouterr()
     assert "internal error" not in printed.err + printed.out
     assert f"{logs / 'b.jsonl'}: audit-failed: the audit of this log failed (TypeError" \
-        in printed.out
+        in printed.err  # an error: on stderr
     assert (out / "a-audit.html").is_file() and (out / "c-audit.html").is_file()
     index = (out / "index.html").read_text()
     assert "not audited: audit-failed" in index and "b.jsonl" in index

@@ -86,6 +86,6 @@ def test_audit_names_each_and_audits_the_rest(tmp_path: Path) -> None:
     root = _folder(tmp_path / "logs")
     out = _cli("audit", str(root), "--out", str(tmp_path / "out"), "--no-progress")
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stdout + out.stderr
-    assert sum("path-refused" in line for line in out.stdout.splitlines()) == 2, out.stdout
+    assert sum("path-refused" in line for line in out.stderr.splitlines()) == 2, out.stderr
     assert (tmp_path / "out" / "chat-audit.html").is_file()
     assert "not audited: path-refused" in (tmp_path / "out" / "index.html").read_text()
