@@ -94,8 +94,8 @@ def run_bench(events: int = 1_000_000, *, runs: int = 3, cache: Path | None = No
 
     from .agent.samples import generate_large
     from .notebook import Replay, events_df, plot_shadowing
-    from .reading.read import read_log
     from .session import Session
+    from .storage.read import read_log
     from .surface import fold_surface
 
     cache = cache or Path(".bench")
@@ -216,10 +216,10 @@ def _audit_rows(cache: Path, path: Path, events: int, runs: int) -> list[list[st
     """The audit from the path beside `read_log` of the same path, and on logs of two
     sizes: its cost follows the replaces, so it grows with their number."""
     from .agent.samples import generate_large
-    from .evidence import find_lost_evidence
+    from .analysis.evidence import find_lost_evidence
+    from .analysis.source import load_source
     from .notebook import compaction_audit, replacements_df
-    from .notebook.source import load_source
-    from .reading.read import read_log
+    from .storage.read import read_log
 
     small_path = cache / f"large-{max(events // 10, 1000)}.jsonl"
     if not small_path.exists():

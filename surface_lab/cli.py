@@ -20,9 +20,9 @@ from typing import Any, TextIO
 from .errors import StorageError, SurfaceLabError
 from .problems import Problem
 from .reading.paths import is_sqlite, refusal, resolve
-from .reading.read import LogReading, read_path
 from .storage.base import Store
 from .storage.jsonl import JsonlStore
+from .storage.read import LogReading, read_path
 from .storage.sqlite import SqliteStore
 
 __all__ = ["json_safe", "main", "terminal_safe"]
@@ -435,8 +435,8 @@ def _one_session_dir(path: Path) -> bool:
 def _audit_source(item: AuditInput) -> tuple[Any, list[Any]]:
     """The log to audit and what reading or importing it noted."""
     if item.session_id is None and _foreign(item.path):
+        from .analysis.source import load_source
         from .importers import import_any
-        from .notebook.source import load_source
 
         result = import_any(item.path)
         log = load_source(list(result.events), progress=False)

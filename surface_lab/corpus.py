@@ -222,10 +222,10 @@ def _schemas() -> dict[str, Any]:
 def _read_session(ref: SessionRef) -> tuple[Any, str, str, list[Any], int | None]:
     """(LogData, session id, format, problems, createdAt) of one session; a package error
     becomes the session's problem (with the readable prefix, when there is one)."""
+    from .analysis.source import LogData, load_source
     from .importers import detect_format, import_any
-    from .notebook.source import LogData, load_source
     from .problems import Problem
-    from .reading.read import read_log
+    from .storage.read import read_log
 
     path = Path(ref.path)
     fmt = "surface"
@@ -268,8 +268,10 @@ def _session_columns(ref: SessionRef, log: Any, session_id: str, fmt: str,
                      problems: list[Any], created: int | None) -> dict[str, dict[str, Any]]:
     """Every table's columns for one session (all the fallible work, before any row is
     added to a task's tables)."""
-    from .notebook.audit import compaction_audit
-    from .notebook.frames import event_columns, replacement_columns
+    from .analysis.audit import facts_at_risk_by_replace
+    from .analysis.brackets import replacement_columns
+    from .gcpause import gc_paused
+    from .notebook.frames import event_columns
 
     key, source = session_key(ref.path, session_id), ref.path
     tables: dict[str, dict[str, Any]] = {
@@ -278,9 +280,8 @@ def _session_columns(ref: SessionRef, log: Any, session_id: str, fmt: str,
     rep = replacement_columns(log)
     at_risk: dict[int, list[str]] = {}
     if rep["seq"]:
-        audit = compaction_audit(log, strict=False, progress=False)[0]
-        at_risk = {int(s): list(f) for s, f in zip(audit["seq"], audit["facts_at_risk"],
-                                                   strict=True)}
+        with gc_paused():  # many acyclic texts
+            at_risk = facts_at_risk_by_replace(log)
     first = problems[0] if problems else None
     sessions = tables["sessions"]
     for column, value in (("session_id", session_id), ("session_key", key),
@@ -341,7 +342,7 @@ def _lost_evidence_schema(pa: Any) -> Any:
 def _add_lost_evidence(table: dict[str, Any], log: Any, ids: dict[str, str]) -> None:
     """The `lost_evidence` rows of one session: each action after a replace that shows
     the agent needed what it hid (`surface_lab.evidence`)."""
-    from .evidence import find_lost_evidence
+    from .analysis.evidence import find_lost_evidence
 
     for found in find_lost_evidence(log.events, log.plans) if log.fold.replacements else []:
         for column in table:
@@ -368,7 +369,7 @@ def _session_tables(ref: SessionRef) -> _SessionTables:
     session only and is reported as its problem."""
     import pyarrow as pa
 
-    from .notebook.source import LogData
+    from .analysis.source import LogData
     from .problems import Problem
 
     schemas = _schemas()

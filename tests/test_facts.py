@@ -1,4 +1,4 @@
-"""Facts at risk (surface_lab.facts): the kinds, the noise filters, the rules as data, and
+"""Facts at risk (surface_lab.analysis.facts): the kinds, the noise filters, the rules as data, and
 precision and recall of the legacy and default rules on the labelled set
 tests/data/facts_labels.json (the figures the README quotes)."""
 
@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from surface_lab import Session, facts
-from surface_lab.facts import (
+from surface_lab.analysis.facts import (
     DEFAULT_RULES,
     LEGACY_RULES,
     FactRules,

@@ -392,7 +392,7 @@ class TestAuditCommand:
 class TestProgress:
     def test_a_long_load_shows_a_bar_that_can_be_turned_off(
             self, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
-        from surface_lab.notebook import source
+        from surface_lab.analysis import source
         from surface_lab.reading import codec
 
         monkeypatch.setattr(source, "PROGRESS_MIN_BYTES", 0)

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..analysis.compaction import Compactor, ToolResultPruner
 from ..session import Session
-from .compaction import Compactor, ToolResultPruner
 from .script import Reply, ScriptedProvider, StreamFailure, Turn
 from .tools import Workspace, run_tool
 

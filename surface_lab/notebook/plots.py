@@ -16,10 +16,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from ..analysis.brackets import Bracket, bracket_of, brackets
+from ..analysis.source import LogData, load_source
 from ..events import mapping_at, message_of
 from ..messages import text_tokens
-from .frames import Bracket, bracket_of, brackets
-from .source import LogData, load_source
 
 __all__ = ["OKABE_ITO", "figure_png", "plot_shadowing", "plot_surface_size",
            "plot_visibility"]

@@ -3,6 +3,7 @@ with their source, and what-if policy comparisons with their figure."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -12,15 +13,16 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..evidence import find_lost_evidence
-from ..policies import Policy, replay_policy
+from ..analysis.brackets import brackets, replacement_columns
+from ..analysis.evidence import find_lost_evidence
+from ..analysis.policies import Policy, recording_of, replay_policy
+from ..analysis.source import LogData, load_source
+from ..storage.read import LogReading, read_log
 from ..surface import REPLACE, apply_plan
 from ..tokens import Tokenizer, request_tokens
 from .audit import compaction_audit
 from .columns import frame_from_columns
-from .frames import brackets, replacement_columns
 from .plots import OKABE_ITO
-from .source import LogData, load_source
 
 __all__ = ["PolicyComparison", "compare_policies", "lost_evidence_df", "plot_policies",
            "tokens_df"]
@@ -151,14 +153,14 @@ def compare_policies(source: Any, policies: Mapping[str, Policy | None], *,
     if recorded is not None and recorded in policies:
         raise ValueError(f"{recorded!r} names the recorded policy; give another name")
     logs: dict[str, LogData] = {}
+    if isinstance(source, (str, os.PathLike)):  # read once: every row starts from it
+        source = read_log(source)
+    recording = recording_of(source)
     if recorded is not None:
-        base = source
-        if hasattr(source, "header") and hasattr(source, "events") and not isinstance(
-                source, LogData):
-            base = list(source.events)  # an ImportResult or a Session
+        base = source if isinstance(source, (LogReading, LogData)) else recording.events
         logs[recorded] = load_source(base, progress=False)
     for name, policy in policies.items():
-        logs[name] = load_source(replay_policy(source, policy, summarizer=summarizer,
+        logs[name] = load_source(replay_policy(recording, policy, summarizer=summarizer,
                                                tokenizer=tokenizer), progress=False)
     rows, steps = [], []
     for name, log in logs.items():

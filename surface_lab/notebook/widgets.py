@@ -10,17 +10,21 @@ import io
 import warnings
 from typing import Any, cast
 
-import ipywidgets as widgets
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from PIL import Image
 
+from ..analysis.source import LogData
 from .plots import plot_surface_size
 from .render import step_html
 from .replay import Replay
-from .source import LogData
 
 __all__ = ["ReplayWidget", "SurfaceSizeFigure"]
+
+try:  # the frames and plots work without ipywidgets; only the widget needs it
+    import ipywidgets as widgets
+except ImportError:  # pragma: no cover - exercised in a subprocess test
+    widgets = None
 
 
 class SurfaceSizeFigure:
@@ -63,8 +67,17 @@ class SurfaceSizeFigure:
         return buffer.getvalue()
 
 
+class _MissingWidgets:
+    """What `ReplayWidget` is where ipywidgets is not installed: it says so when built."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise ImportError("ReplayWidget needs ipywidgets, which is not installed: "
+                          "python -m pip install 'surface_lab[notebook]' (the frames, "
+                          "plots and Replay work without it)", name="ipywidgets")
+
+
 # ipywidgets ships no type information, so VBox is Any to mypy.
-class ReplayWidget(widgets.VBox):  # type: ignore[misc]
+class ReplayWidget(widgets.VBox if widgets is not None else _MissingWidgets):  # type: ignore[misc]
     """Step through a log: Play, a slider, back/step buttons, the surface-size figure with
     the replay position marked and the model's view as HTML. A `VBox`: display it, or put
     it in any other container (`VBox([ReplayWidget(log), ...])`).

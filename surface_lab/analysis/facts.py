@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, replace
 from functools import cached_property, lru_cache
 from typing import Any
 
-from .events import message_of
-from .messages import called_tools, message_text
+from ..events import message_of
+from ..messages import called_tools, message_text
 
 __all__ = [
     "DEFAULT_RULES",

@@ -16,13 +16,13 @@ from typing import Any, NamedTuple, cast
 import msgspec
 from msgspec import UNSET
 
-from .events import Event, message_of
+from ..events import Event, message_of
+from ..gcpause import gc_paused
+from ..messages import Block, blocks_text, message_text
+from ..reading.lines import TYPE_NAMES
+from ..reading.sequences import LogEvents, MessageLine
+from ..surface import APPEND, LOG_ONLY, Plan, PlanList, apply_plan, plan_event
 from .facts import DEFAULT_RULES, author_from, author_of, find_mentions
-from .gcpause import gc_paused
-from .messages import Block, blocks_text, message_text
-from .reading.lines import TYPE_NAMES
-from .reading.sequences import LogEvents, MessageLine
-from .surface import APPEND, LOG_ONLY, Plan, PlanList, apply_plan, plan_event
 
 __all__ = ["KINDS", "LostEvidence", "find_lost_evidence", "plan_log"]
 

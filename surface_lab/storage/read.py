@@ -12,11 +12,7 @@ from ..errors import CorruptLogError, StorageError, SurfaceLabError, Unsupported
 from ..events import Event
 from ..jsonvalue import FrozenDict
 from ..problems import Problem
-from ..session import Session
-from ..storage.jsonl import JsonlStore
-from ..storage.sqlite import SqliteStore
-from ..surface import FoldResult, Plan
-from .codec import (
+from ..reading.codec import (
     BadLine,
     Progress,
     parse_line,
@@ -24,10 +20,14 @@ from .codec import (
     refusal,
     scan_committed,
 )
-from .fast import fast_check
-from .paths import choose_session, resolve
-from .pipeline import CheckedLog, check_header_line, check_log
-from .scan import Scan
+from ..reading.fast import fast_check
+from ..reading.paths import choose_session, resolve
+from ..reading.pipeline import CheckedLog, check_header_line, check_log
+from ..reading.scan import Scan
+from ..session import Session
+from ..surface import FoldResult, Plan
+from .jsonl import JsonlStore
+from .sqlite import SqliteStore
 
 __all__ = ["LogReading", "read_log", "read_path"]
 
