@@ -17,6 +17,7 @@ from .errors import (
 )
 from .events import KNOWN_TYPES, SESSION_FORMAT_VERSION, SURFACE_TYPES, Event
 from .messages import DerivedMessages, derive_messages
+from .reading.paths import Discovery, Found, discover
 from .repair import interrupted_turn_closers
 from .session import Session
 from .storage.read import LogReading, read_log
@@ -32,9 +33,11 @@ __all__ = [
     "Compact",
     "CorruptLogError",
     "DerivedMessages",
+    "Discovery",
     "Event",
     "FactRules",
     "FoldResult",
+    "Found",
     "LogReading",
     "LostEvidence",
     "MaskObservations",
@@ -50,6 +53,7 @@ __all__ = [
     "UnsupportedFormatError",
     "count_tokens",
     "derive_messages",
+    "discover",
     "facts_at_risk",
     "find_lost_evidence",
     "find_mentions",

@@ -25,7 +25,7 @@ from typing import Any
 
 from .errors import SurfaceLabError
 from .reading.codec import read_log_bytes
-from .reading.paths import is_sqlite
+from .reading.paths import LOG_NAMES, LOG_SUFFIXES, discover, is_sqlite, refusal
 from .storage.sqlite import ReadOnlyConnection
 
 __all__ = ["SCHEMA_VERSION", "Corpus", "Task", "events", "map_sessions", "open", "plan_tasks",
@@ -34,7 +34,6 @@ __all__ = ["SCHEMA_VERSION", "Corpus", "Task", "events", "map_sessions", "open",
 SCHEMA_VERSION = 3  # 2: session_key and source in every table; 3: lost_evidence
 TABLES = ("sessions", "events", "replaces", "replace_members", "mentions", "lost_evidence")
 MANIFEST = "manifest.json"
-LOG_SUFFIXES = (".jsonl", ".jsonl.zstd", ".json")
 
 
 @dataclass(frozen=True)
@@ -67,8 +66,9 @@ class Task:
 
 
 def _expand(sources: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    from .importers import detect_format
-
+    """The files and folders to plan (`reading.paths`): a name or a glob's match is taken
+    as it is (reading it reports what is wrong), a folder is walked for every agent's logs
+    (a Claude Code session's subagent files go with it; a store gives its session files)."""
     found: list[Path] = []
     for source in sources:
         text = str(source)
@@ -76,14 +76,19 @@ def _expand(sources: Iterable[str | os.PathLike[str]]) -> list[Path]:
             found += [Path(p) for p in sorted(glob.glob(text, recursive=True))]
             continue
         path = Path(text)  # a FIFO or a device is never opened here: reading refuses it
-        if path.is_dir() and detect_format(path) is None:
-            for child in sorted(path.rglob("*")):
-                log_file = child.is_file() and ".cont-" not in child.name and (
-                    child.name.endswith(LOG_SUFFIXES) or is_sqlite(child))
-                if log_file or (child.is_dir() and detect_format(child) == "openhands"):
-                    found.append(child)
-        else:
+        if not path.is_dir() or refusal(path) is not None:
             found.append(path)
+            continue
+        try:
+            logs = discover(path)
+        except SurfaceLabError:
+            found.append(path)  # its row then says why
+            continue
+        for item in logs:
+            if item.format == "store":
+                found += sorted(p for name in LOG_NAMES for p in item.path.glob(f"*/*/{name}"))
+            else:
+                found.append(item.path)
     # one entry per real file; a dangling symlink keeps its own name, which its problem
     # row then shows (its target's name would mean nothing to whoever wrote the glob)
     return list(dict.fromkeys(p.resolve() if p.exists() else p.absolute() for p in found))

@@ -23,7 +23,6 @@ __all__ = [
     "FORMATS",
     "ImportResult",
     "detect_format",
-    "foreign_format_hint",
     "import_any",
     "import_atif",
     "import_claude_code",
@@ -83,23 +82,6 @@ def detect_format(path: str | Path) -> str | None:
         except (ValueError, UnicodeDecodeError):
             return None
     return None
-
-
-def foreign_format_hint(path: str | Path) -> str | None:
-    """`"... use surface-lab convert --from X ..."` when `path` is another tool's log;
-    None when it is not one, or looking cannot tell (a line nested too deep to parse,
-    bytes that are not text, a file that cannot be read): this only adds a hint."""
-    try:
-        fmt = detect_format(path)
-    except (RecursionError, ValueError, OSError):  # UnicodeDecodeError is a ValueError
-        return None
-    if fmt is None:
-        return None
-    names = {"claude-code": "a Claude Code transcript", "codex": "a Codex rollout",
-             "pi": "a pi session log", "atif": "an ATIF trajectory",
-             "openhands": "an OpenHands conversation folder"}
-    return (f"this is {names[fmt]}, not a surface log; import it with: surface-lab convert "
-            f"--from {fmt} {path} -o OUT.jsonl")
 
 
 def import_any(source: str | Path, *, fmt: str | None = None, leaf: str | None = None,
