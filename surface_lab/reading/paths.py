@@ -121,7 +121,8 @@ def _is_member(path: Path) -> bool:
 def _is_store(folder: Path) -> bool:
     """A folder in the store layout: project folders holding `<id>/session.jsonl`."""
     try:
-        return any(project.is_dir() and any(project.glob(f"*/{name}") for name in LOG_NAMES)
+        return any(project.is_dir() and any(next(project.glob(f"*/{name}"), None) is not None
+                                            for name in LOG_NAMES)
                    for project in folder.iterdir() if refusal(project) is None)
     except OSError:  # a folder that cannot be listed holds no store we can read
         return False
