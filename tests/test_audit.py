@@ -4,7 +4,6 @@ many sources, literal text in figures and figures that save whole."""
 from __future__ import annotations
 
 import math
-import os
 import re
 import shutil
 from collections import Counter
@@ -17,6 +16,7 @@ import pytest
 from builders import user_msg
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
+from shared_logs import SHARED
 
 from surface_lab import Session, read_log
 from surface_lab.agent.samples import generate_large
@@ -52,11 +52,12 @@ from surface_lab.surface import APPEND, REPLACE, Plan
 matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_logs"
-SHARED = Path(os.environ.get("SURFACE_LAB_SHARED", ROOT.parent / "shared"))
 OTHER = SHARED / "real_logs" / "other"
 DSH = sorted((SHARED / "real_logs" / "dsh").glob("*.jsonl"))
-COMPACTION_LOG = next(p for p in DSH if "compaction-recovery" in p.name)
-PI = next(p for p in OTHER.glob("*pi_small*"))
+COMPACTION_LOG = SHARED / "real_logs" / "dsh" / (
+    "deepseek-ai__deepseek-harness__examples_headless-agent_tests_snapshots_"
+    "compaction-recovery_session.jsonl")
+PI = OTHER / "jazzyalex__agent-sessions__Resources_Fixtures_stage0_agents_pi_small.jsonl"
 
 
 def _definition_raw_mentions(text: str, author: str) -> list[tuple[str, str, bool]]:

@@ -4,7 +4,6 @@ questions asked again after a replace hid what answered them; nothing while it i
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -16,6 +15,7 @@ import pytest
 from builders import user, user_msg
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_logs import SHARED
 
 from surface_lab import Session, find_lost_evidence, read_log
 from surface_lab.agent.samples import generate_large
@@ -40,7 +40,6 @@ from surface_lab.surface import APPEND, LOG_ONLY, REPLACE, Plan, PlanList, apply
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_logs"
-SHARED = Path(os.environ.get("SURFACE_LAB_SHARED", ROOT.parent / "shared"))
 
 
 class _Fixed:

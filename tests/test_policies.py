@@ -3,11 +3,11 @@ policy is applied before every request, and the result is a valid surface log.""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+from shared_logs import SHARED
 
 from surface_lab import (
     AdmissionError,
@@ -28,7 +28,6 @@ from surface_lab.messages import message_text
 ROOT = Path(__file__).resolve().parents[1]
 LONG = ROOT / "sample_logs" / "long-compaction.jsonl"
 PRUNED = ROOT / "sample_logs" / "pruned-tool-results.jsonl"
-SHARED = Path(os.environ.get("SURFACE_LAB_SHARED", ROOT.parent / "shared"))
 CLAUDE = SHARED / "real_logs" / "other" / (
     "meridianlabs-ai__inspect_scout__tests_sources_claude_code_source_fixtures_compaction_"
     "session.jsonl")

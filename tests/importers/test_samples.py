@@ -24,7 +24,7 @@ from surface_lab.notebook import compaction_audit, replacements_df
 
 from .helpers import OTHER, check_invariants, final_view, sample, shadowed_ids, view_after
 
-SAMPLES = sorted(p for p in OTHER.iterdir() if p.suffix in (".jsonl", ".json"))
+SAMPLES = sorted(p for p in OTHER.glob("*") if p.suffix in (".jsonl", ".json"))
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name[-45:])
