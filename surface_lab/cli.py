@@ -51,8 +51,8 @@ def _escape(ch: str) -> str:
     if ch in _NAMED_ESCAPES:
         return _NAMED_ESCAPES[ch]
     code = ord(ch)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 \
-        else f"\\U{code:08x}"
+    return (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000
+        else f"\\U{code:08x}")
 
 
 def json_safe(value: Any) -> str:
@@ -264,8 +264,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
     if not target:
         raise _usage("convert needs a destination: DST or -o OUT")
     src, dst = Path(args.src), Path(target)
-    if args.fmt is not None or ((not src.is_dir() or not (src / "session.jsonl").exists()) \
-            and _foreign(src)):
+    if (args.fmt is not None or ((not src.is_dir() or not (src / "session.jsonl").exists())
+            and _foreign(src))):
         if args.session is not None:
             raise _usage("--session picks a session of a store or database; an imported "
                          "log is one session (--leaf picks its branch)")
@@ -536,7 +536,7 @@ def cmd_corpus_sql(args: argparse.Namespace) -> int:
 
     from . import corpus
 
-    c = corpus.open(args.out)
+    c = corpus.open_corpus(args.out)
     try:
         frame = c.sql(args.query)
     except duckdb.Error as err:

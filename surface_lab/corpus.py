@@ -10,7 +10,6 @@ through it. pyarrow, duckdb and dask are imported only here, and only when used.
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import glob
 import json
@@ -28,8 +27,8 @@ from .reading.codec import read_log_bytes
 from .reading.paths import LOG_NAMES, LOG_SUFFIXES, discover, is_sqlite, refusal
 from .storage.sqlite import ReadOnlyConnection
 
-__all__ = ["SCHEMA_VERSION", "Corpus", "Task", "events", "map_sessions", "open", "plan_tasks",
-           "to_parquet", "write_chunk"]
+__all__ = ["SCHEMA_VERSION", "Corpus", "Task", "events", "map_sessions", "open_corpus",
+           "plan_tasks", "to_parquet", "write_chunk"]
 
 SCHEMA_VERSION = 3  # 2: session_key and source in every table; 3: lost_evidence
 TABLES = ("sessions", "events", "replaces", "replace_members", "mentions", "lost_evidence")
@@ -106,15 +105,15 @@ def _refs(path: Path) -> list[SessionRef]:
     if path.is_file() and is_sqlite(path):
         return _database_refs(path)
     try:
-        size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) \
-            if path.is_dir() else path.stat().st_size
+        size = (sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+            if path.is_dir() else path.stat().st_size)
     except OSError:  # a dangling symlink, a file gone since the glob: reading says which
         size = 0
     created: Any = 0
     session_id: Any = None
     try:
         if path.is_file() and not path.name.endswith(".json"):
-            with builtins.open(path, "rb") as f:  # this module's `open` is the corpus one
+            with open(path, "rb") as f:
                 first = f.readline(1 << 20)
             if path.name.endswith(".zstd"):
                 data, _ = read_log_bytes(path)
@@ -715,7 +714,7 @@ class Corpus:
         self.db.close()
 
 
-def open(out: str | os.PathLike[str], **options: Any) -> Corpus:
+def open_corpus(out: str | os.PathLike[str], **options: Any) -> Corpus:
     """Open a built dataset for queries on one machine."""
     return Corpus(out, **options)
 

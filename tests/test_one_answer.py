@@ -85,7 +85,7 @@ def test_the_corpus_takes_them(tmp_path: Path) -> None:
     from surface_lab import corpus
 
     manifest = corpus.to_parquet([str(p) for p in FOREIGN], tmp_path / "out")
-    c = corpus.open(tmp_path / "out")
+    c = corpus.open_corpus(tmp_path / "out")
     formats = sorted(c.sql("select format from sessions")["format"])
     c.close()
     assert formats == sorted(IDS) and manifest.sessions == 3

@@ -205,8 +205,8 @@ class AgentLoop:
                 arguments = json.loads(call["arguments"])
             except ValueError:
                 arguments = None
-            outcome = run_tool(self.workspace, call["name"], arguments) \
-                if isinstance(arguments, dict) else None
+            outcome = (run_tool(self.workspace, call["name"], arguments)
+                if isinstance(arguments, dict) else None)
             text = outcome.text if outcome else "the arguments are not a JSON object"
             is_error = outcome.is_error if outcome else True
             block = {"type": "tool-result", "toolCallId": call["id"],

@@ -108,8 +108,8 @@ class MaskObservations:
     one-line placeholder (`{chars}` is the hidden length); the calls stay visible."""
 
     keep_last: int = 3
-    placeholder: str = "[tool result of {chars} characters hidden; call the tool again " \
-                       "if you need it]"
+    placeholder: str = ("[tool result of {chars} characters hidden; call the tool again "
+                       "if you need it]")
 
     def __call__(self, view: PolicyView) -> list[Rewrite]:
         results = [s for s in view.nodes if view.events[s]["type"] == "tool/result"]

@@ -15,12 +15,13 @@ import orjson
 from .atif import import_atif, looks_like_atif
 from .claude_code import import_claude_code, looks_like_claude_code
 from .codex import import_codex, looks_like_codex
-from .common import ImportError_, ImportResult
+from .common import ImportFailure, ImportResult
 from .openhands import import_openhands, looks_like_openhands
 from .pi import import_pi, is_pi_header
 
 __all__ = [
     "FORMATS",
+    "ImportFailure",
     "ImportResult",
     "detect_format",
     "import_any",
@@ -89,17 +90,17 @@ def import_any(source: str | Path, *, fmt: str | None = None, leaf: str | None =
     """Import with the given or detected format."""
     fmt = fmt or detect_format(source)
     if fmt is None:
-        raise ImportError_(f"{source}: not a format surface-lab can import (Claude Code, "
-                           f"Codex, pi, ATIF or OpenHands)", code="format-unsupported",
-                           path=str(source))
+        raise ImportFailure(f"{source}: not a format surface-lab can import (Claude Code, "
+                            f"Codex, pi, ATIF or OpenHands)", code="format-unsupported",
+                            path=str(source))
     if fmt not in FORMATS:
-        raise ImportError_(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}",
-                           code="format-unsupported", path=str(source))
+        raise ImportFailure(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}",
+                            code="format-unsupported", path=str(source))
     options: dict[str, Any] = {"tombstones": tombstones, "strict": strict}
     if leaf is not None:
         if fmt not in ("claude-code", "pi", "openhands"):
-            raise ImportError_(f"--leaf does not apply to {fmt}", code="format-unsupported",
-                               path=str(source))
+            raise ImportFailure(f"--leaf does not apply to {fmt}", code="format-unsupported",
+                                path=str(source))
         options["leaf"] = leaf
     importer: Any = FORMATS[fmt]
     result: ImportResult = importer(source, **options)

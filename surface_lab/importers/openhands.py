@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..events import mapping_at
-from .common import Builder, ImportError_, ImportResult, load_json, parse_time
+from .common import Builder, ImportFailure, ImportResult, load_json, parse_time
 from .planner import Keep, New
 
 __all__ = ["import_openhands", "looks_like_openhands"]
@@ -46,7 +46,7 @@ def _load_events(folder: Path, b: Builder) -> list[tuple[int, Path, dict[str, An
             continue
         try:
             event = load_json(path)
-        except ImportError_ as err:
+        except ImportFailure as err:
             reason = err.message.removeprefix(f"{path}: ")
             b.problem("line-unparsable", f"{path.name}: {reason}")
             b.omit("unparsable", "event-file", id=path.name, file=str(path))
@@ -72,16 +72,16 @@ def import_openhands(source: str | Path, *, leaf: str | None = None,
     folder = Path(source)
     b = Builder("openhands", str(folder), tombstones=tombstones)
     if not looks_like_openhands(folder):
-        raise ImportError_(f"{folder}: not an OpenHands conversation folder (no events/"
-                           f"event-NNNNN-<id>.json)", code="format-unsupported",
-                           path=str(folder))
+        raise ImportFailure(f"{folder}: not an OpenHands conversation folder (no events/"
+                            f"event-NNNNN-<id>.json)", code="format-unsupported",
+                            path=str(folder))
     state: dict[str, Any] = {}
     state_path = folder / "base_state.json"
     if state_path.is_file():
         try:
             loaded = load_json(state_path)
             state = loaded if isinstance(loaded, dict) else {}
-        except ImportError_:
+        except ImportFailure:
             b.problem("line-unparsable", "base_state.json is not JSON")
     items = _load_events(folder, b)
     by_id = {event["id"]: (index, path, event) for index, path, event in items}
@@ -97,8 +97,8 @@ def import_openhands(source: str | Path, *, leaf: str | None = None,
         chosen = next((e["id"] for _, _, e in reversed(items)
                        if e.get("kind") not in NOT_ON_BRANCH_END), None)
     if chosen is not None and chosen not in by_id:
-        raise ImportError_(f"{folder}: no event {chosen!r} to use as the leaf",
-                           code="leaf-unknown", path=str(folder))
+        raise ImportFailure(f"{folder}: no event {chosen!r} to use as the leaf",
+                            code="leaf-unknown", path=str(folder))
     branch, seen, at = [], set(), chosen
     while at is not None:
         if at in seen or at not in by_id:
@@ -154,8 +154,8 @@ def import_openhands(source: str | Path, *, leaf: str | None = None,
         if kind == "ActionEvent":
             view.append(event_id)
             call = mapping_at(event, "tool_call")
-            blocks = [{"type": "reasoning", "text": str(event["reasoning_content"])}] \
-                if event.get("reasoning_content") else []
+            blocks = ([{"type": "reasoning", "text": str(event["reasoning_content"])}]
+                if event.get("reasoning_content") else [])
             blocks += _texts(event.get("thought"))
             call_id = str(event.get("tool_call_id") or call.get("id") or f"call:{event_id}")
             arguments = call.get("arguments", "{}")

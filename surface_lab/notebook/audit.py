@@ -165,8 +165,8 @@ def _text(value: Any) -> str:
         return ", ".join(_text(v) for v in value)
     if isinstance(value, Mapping):
         return ", ".join(f"{k}: {_text(v)}" for k, v in value.items())
-    return "" if value is None or (not hasattr(value, "__len__") and pd.isna(value)) \
-        else str(value)
+    return ("" if value is None or (not hasattr(value, "__len__") and pd.isna(value))
+        else str(value))
 
 
 def _n(count: int, noun: str) -> str:

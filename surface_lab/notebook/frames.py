@@ -20,7 +20,7 @@ from ..problems import Problem
 from ..reading.columns import columns_of
 from ..reading.lines import TYPE_NAMES
 from ..reading.sequences import LogEvents
-from ..surface import REPLACE, apply_plan
+from ..surface import LOG_ONLY, REPLACE, apply_plan
 from .columns import OPS, ROLES, STATES, empty_frame, frame_from_columns
 
 __all__ = [
@@ -272,14 +272,14 @@ def visibility_df(source: Any, *, steps: Sequence[int] | None = None,
     """Long form `step, seq, state` for every entry that was ever on the surface, at every
     step (or the given steps); step k is just after event k."""
     log = load_source(source, strict=strict, progress=progress)
-    entries = np.array([p.seq for p in log.plans if p.kind != 0], dtype="int64")
+    entries = np.array([p.seq for p in log.plans if p.kind != LOG_ONLY], dtype="int64")
     if not len(entries) or not log.events:
         return _finish(empty_frame("visibility"), log, strict)
     replaced_at = log.shadowed_by
     gone = np.array([replaced_at.get(int(s), np.iinfo("int64").max) for s in entries])
-    is_replacement = np.array([p.kind == REPLACE for p in log.plans if p.kind != 0])
-    chosen = np.arange(len(log.events), dtype="int64") if steps is None \
-        else np.asarray(list(steps), dtype="int64")
+    is_replacement = np.array([p.kind == REPLACE for p in log.plans if p.kind != LOG_ONLY])
+    chosen = (np.arange(len(log.events), dtype="int64") if steps is None
+        else np.asarray(list(steps), dtype="int64"))
     step_grid = np.repeat(chosen, len(entries))
     seq_grid = np.tile(entries, len(chosen))
     state = np.where(step_grid < seq_grid, 0,

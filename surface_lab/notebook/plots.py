@@ -140,8 +140,8 @@ def plot_shadowing(source: Any, *, ax: Axes | None = None, max_lanes: int = 40,
                               label=f"failed compaction ({len(failed)})"))
     # A lane per replace; past max_lanes, replaces share lanes where they do not overlap.
     spans = [(min(p.shadowed, default=p.seq), p.seq) for p in replaces]
-    lanes = list(range(len(replaces))) if len(replaces) <= max_lanes \
-        else _pack(spans, max_lanes)
+    lanes = (list(range(len(replaces))) if len(replaces) <= max_lanes
+        else _pack(spans, max_lanes))
     span_rects: list[Rect] = []
     ticks: list[Rect] = []  # removed entries
     restored_ticks: list[Rect] = []  # entries the bracket copied back

@@ -92,8 +92,8 @@ def _requests(log: LogData, tokenizer: Tokenizer | None) -> list[Any]:
     cache: dict[int, tuple[int, int | None]] = {}
     out = []
     for plan in log.plans:
-        if log.events[plan.seq]["type"] == "assistant/message" and plan.kind != REPLACE \
-                and plan.seq not in copies:
+        if (log.events[plan.seq]["type"] == "assistant/message" and plan.kind != REPLACE
+                and plan.seq not in copies):
             out.append(request_tokens(log.events, nodes, plan.seq, tokenizer, cache))
         nodes = apply_plan(nodes, plan)
     return out

@@ -23,7 +23,7 @@ __all__ = ["ReplayWidget", "SurfaceSizeFigure"]
 
 try:  # the frames and plots work without ipywidgets; only the widget needs it
     import ipywidgets as widgets
-except ImportError:  # pragma: no cover - exercised in a subprocess test
+except ImportError:  # (tests/test_layers.py blocks it in a fresh interpreter)
     widgets = None
 
 
@@ -112,8 +112,8 @@ class ReplayWidget(widgets.VBox if widgets is not None else _MissingWidgets):  #
         self._figure = SurfaceSizeFigure(self.replay.log) if figure and last >= 0 else None
         self.slider.observe(self._render, names="value")
         controls = widgets.HBox([self.play, self.back_button, self.step_button, self.slider])
-        self.children = (controls, self.image, self.html) if self._figure is not None \
-            else (controls, self.html)
+        self.children = ((controls, self.image, self.html) if self._figure is not None
+            else (controls, self.html))
         self._render()
 
     @property

@@ -75,8 +75,8 @@ class LogReading:
 
 
 def _same_session(scan: Scan, session_id: str | None, path: Path) -> Scan:
-    if session_id is not None and isinstance(scan.header, dict) \
-            and scan.header.get("id") != session_id:
+    if (session_id is not None and isinstance(scan.header, dict)
+            and scan.header.get("id") != session_id):
         raise StorageError(f"{path}: holds session {scan.header.get('id')!r}, not "
                            f"{session_id!r}", path=str(path))
     return scan

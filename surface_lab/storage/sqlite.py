@@ -126,8 +126,8 @@ class ReadOnlyConnection:
             db.execute("PRAGMA user_version").fetchone()
         except sqlite3.Error as err:
             db.close()
-            if err.sqlite_errorcode & 0xFF != sqlite3.SQLITE_CANTOPEN or \
-                    not _read_only_folder(self.path):
+            if (err.sqlite_errorcode & 0xFF != sqlite3.SQLITE_CANTOPEN or
+                    not _read_only_folder(self.path)):
                 raise
             return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None), seen
         return db, None
