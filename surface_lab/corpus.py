@@ -24,7 +24,14 @@ from typing import Any
 
 from .errors import SurfaceLabError
 from .reading.codec import read_log_bytes
-from .reading.paths import LOG_NAMES, LOG_SUFFIXES, discover, is_sqlite, refusal
+from .reading.paths import (
+    LOG_NAMES,
+    LOG_SUFFIXES,
+    discover,
+    is_sqlite,
+    log_format,
+    refusal,
+)
 from .storage.sqlite import ReadOnlyConnection
 
 __all__ = ["SCHEMA_VERSION", "Corpus", "Task", "events", "map_sessions", "open_corpus",
@@ -72,25 +79,35 @@ def _expand(sources: Iterable[str | os.PathLike[str]]) -> list[Path]:
     for source in sources:
         text = str(source)
         if any(ch in text for ch in "*?[") and not os.path.lexists(text):
-            found += [Path(p) for p in sorted(glob.glob(text, recursive=True))]
-            continue
-        path = Path(text)  # a FIFO or a device is never opened here: reading refuses it
-        if not path.is_dir() or refusal(path) is not None:
-            found.append(path)
-            continue
-        try:
-            logs = discover(path)
-        except SurfaceLabError:
-            found.append(path)  # its row then says why
-            continue
-        for item in logs:
-            if item.format == "store":
-                found += sorted(p for name in LOG_NAMES for p in item.path.glob(f"*/*/{name}"))
-            else:
-                found.append(item.path)
+            matched = [Path(p) for p in sorted(glob.glob(text, recursive=True))]
+        else:
+            matched = [Path(text)]
+        for path in matched:
+            found += _below(path)
     # one entry per real file; a dangling symlink keeps its own name, which its problem
     # row then shows (its target's name would mean nothing to whoever wrote the glob)
     return list(dict.fromkeys(p.resolve() if p.exists() else p.absolute() for p in found))
+
+
+def _below(path: Path) -> list[Path]:
+    """The sources `path` gives: itself (a file, or a folder that is one source: a
+    session folder, an OpenHands conversation), or those `discover`ed below a folder (a
+    store gives its session files). A FIFO or a device is never opened here: reading
+    refuses it, and its row says why."""
+    if not path.is_dir() or refusal(path) is not None or log_format(path) not in (
+            None, "store"):
+        return [path]
+    try:
+        logs = discover(path)
+    except SurfaceLabError:
+        return [path]  # its row then says why
+    found: list[Path] = []
+    for item in logs:
+        if item.format == "store":
+            found += sorted(p for name in LOG_NAMES for p in item.path.glob(f"*/*/{name}"))
+        else:
+            found.append(item.path)
+    return found
 
 
 def _date(millis: Any) -> str:

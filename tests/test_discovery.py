@@ -169,3 +169,14 @@ class TestCommandsAndCorpus:
         tasks = corpus.plan_tasks([home["root"] / ".claude"])
         paths = sorted(Path(r.path).name for t in tasks for r in t.sessions)
         assert len(paths) == 3 and not any(p.startswith("agent-") for p in paths)
+
+
+def test_a_glob_of_folders_walks_each_folder(home: dict[str, Path]) -> None:
+    from surface_lab import corpus
+    from surface_lab.reading.paths import expand
+
+    pattern = str(home["root"] / ".claude" / "projects" / "*")
+    found = expand([pattern])
+    assert [f.format for f in found] == ["claude-code"] * 3
+    tasks = corpus.plan_tasks([pattern])
+    assert sum(len(t.sessions) for t in tasks) == 3

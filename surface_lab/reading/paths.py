@@ -294,7 +294,8 @@ def discover(root: str | os.PathLike[str]) -> Discovery:
 
 def expand(names: Sequence[str | os.PathLike[str]]) -> Discovery:
     """The logs a list of names holds: a file named is taken as it is (reading says what
-    is wrong with it); a glob takes the logs it matches; a folder is `discover`ed.
+    is wrong with it); a glob takes the logs it matches (and the logs below a folder it
+    matches); a folder is `discover`ed.
 
     Raises:
         StorageError: a missing name, one refused unopened, a glob matching no log.
@@ -304,8 +305,16 @@ def expand(names: Sequence[str | os.PathLike[str]]) -> Discovery:
     for name in names:
         text = os.fspath(name)
         if not os.path.lexists(text) and any(ch in text for ch in "*?["):
-            matched = [Path(p) for p in sorted(glob.glob(text, recursive=True))]
-            found = [Found(p, fmt) for p in matched if (fmt := log_format(p)) is not None]
+            found = []
+            for match in sorted(glob.glob(text, recursive=True)):
+                path = Path(match)
+                fmt = log_format(path)
+                if fmt is not None:
+                    found.append(Found(path, fmt))
+                elif path.is_dir() and refusal(path) is None:  # `projects/*`: walk each
+                    below = discover(path)
+                    found += below.logs
+                    skipped += below.skipped
             if not found:
                 raise StorageError(f"{text}: matches no log (.jsonl, .jsonl.zstd, another "
                                    f"agent's log or a SQLite database)", path=text)
