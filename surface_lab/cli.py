@@ -23,6 +23,7 @@ from .reading.paths import (
     LOG_SUFFIXES,
     SQLITE_SUFFIXES,
     Discovery,
+    discover,
     expand,
     is_sqlite,
     resolve,
@@ -513,6 +514,10 @@ def cmd_corpus_build(args: argparse.Namespace) -> int:
     from . import corpus
 
     progress = not args.no_progress and sys.stderr.isatty()  # a bar is for a person
+    for source in args.sources:  # what the walk of each folder found, by format
+        if Path(source).is_dir():
+            with contextlib.suppress(SurfaceLabError):  # the build reports it as a row
+                _out(f"{source}: found {discover(source).summary()}", sys.stderr)
     manifest = corpus.to_parquet(args.sources, args.out, engine=args.engine,
                                  client=args.scheduler, workers=args.workers,
                                  task_mb=args.task_mb, progress=progress)

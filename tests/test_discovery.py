@@ -180,3 +180,10 @@ def test_a_glob_of_folders_walks_each_folder(home: dict[str, Path]) -> None:
     assert [f.format for f in found] == ["claude-code"] * 3
     tasks = corpus.plan_tasks([pattern])
     assert sum(len(t.sessions) for t in tasks) == 3
+
+
+def test_the_corpus_build_says_what_it_found(home: dict[str, Path], tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["corpus", "build", str(home["root"] / ".pi"), str(tmp_path / "out"),
+                 "--engine", "serial", "--no-progress"]) == 0
+    assert f"{home['root'] / '.pi'}: found 1 log: 1 pi" in capsys.readouterr().err
