@@ -445,7 +445,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     progress = not args.no_progress
     if args.paths:
         found = expand(args.paths)
-        if any(Path(name).is_dir() for name in args.paths):  # what the walk found
+        if len(found) and any(Path(name).is_dir() for name in args.paths):  # what the walk found
             _out(f"found {found.summary()}", sys.stderr)
         items = [item for item in expand_audit_paths(args.paths, found=found)
                  if args.session is None or item.session_id == args.session]
@@ -517,7 +517,9 @@ def cmd_corpus_build(args: argparse.Namespace) -> int:
     for source in args.sources:  # what the walk of each folder found, by format
         if Path(source).is_dir():
             with contextlib.suppress(SurfaceLabError):  # the build reports it as a row
-                _out(f"{source}: found {discover(source).summary()}", sys.stderr)
+                found = discover(source)
+                if len(found):  # none: the build's own error says so
+                    _out(f"{source}: found {found.summary()}", sys.stderr)
     manifest = corpus.to_parquet(args.sources, args.out, engine=args.engine,
                                  client=args.scheduler, workers=args.workers,
                                  task_mb=args.task_mb, progress=progress)

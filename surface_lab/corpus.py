@@ -291,8 +291,8 @@ def _session_columns(ref: SessionRef, log: Any, session_id: str, fmt: str,
     added to a task's tables)."""
     from .analysis.audit import facts_at_risk_by_replace
     from .analysis.brackets import replacement_columns
+    from .analysis.events import event_columns
     from .gcpause import gc_paused
-    from .notebook.frames import event_columns
 
     key, source = session_key(ref.path, session_id), ref.path
     tables: dict[str, dict[str, Any]] = {
