@@ -5,6 +5,9 @@ library and small declared dependencies; `surface_lab.notebook` adds pandas, mat
 ipywidgets.
 """
 
+from .analysis.evidence import LostEvidence, find_lost_evidence
+from .analysis.facts import DEFAULT_RULES, FactRules, Mention, facts_at_risk, find_mentions
+from .analysis.policies import Compact, MaskObservations, PolicyView, Prune, Rewrite, replay_policy
 from .errors import (
     AdmissionError,
     CorruptLogError,
@@ -13,13 +16,11 @@ from .errors import (
     UnsupportedFormatError,
 )
 from .events import KNOWN_TYPES, SESSION_FORMAT_VERSION, SURFACE_TYPES, Event
-from .evidence import LostEvidence, find_lost_evidence
-from .facts import DEFAULT_RULES, FactRules, Mention, facts_at_risk, find_mentions
 from .messages import DerivedMessages, derive_messages
-from .policies import Compact, MaskObservations, PolicyView, Prune, Rewrite, replay_policy
-from .reading.read import LogReading, read_log
+from .reading.paths import Discovery, Found, discover
 from .repair import interrupted_turn_closers
 from .session import Session
+from .storage.read import LogReading, read_log
 from .surface import FoldResult, Plan, Replacement, fold_surface, plan_event
 from .tokens import count_tokens, hf_tokenizer, tiktoken_tokenizer
 
@@ -32,9 +33,11 @@ __all__ = [
     "Compact",
     "CorruptLogError",
     "DerivedMessages",
+    "Discovery",
     "Event",
     "FactRules",
     "FoldResult",
+    "Found",
     "LogReading",
     "LostEvidence",
     "MaskObservations",
@@ -50,6 +53,7 @@ __all__ = [
     "UnsupportedFormatError",
     "count_tokens",
     "derive_messages",
+    "discover",
     "facts_at_risk",
     "find_lost_evidence",
     "find_mentions",

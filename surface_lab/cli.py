@@ -20,16 +20,22 @@ from typing import Any, TextIO
 from .errors import StorageError, SurfaceLabError
 from .glossary import plural
 from .problems import Problem
-from .reading.paths import is_sqlite, resolve
-from .reading.read import LogReading, read_path
+from .reading.paths import (
+    LOG_SUFFIXES,
+    SQLITE_SUFFIXES,
+    Discovery,
+    discover,
+    expand,
+    is_sqlite,
+    log_format,
+    resolve,
+)
 from .storage.base import Store
 from .storage.jsonl import JsonlStore
+from .storage.read import LogReading, read_path
 from .storage.sqlite import SqliteStore
 
 __all__ = ["json_safe", "main", "terminal_safe"]
-
-_SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
-
 
 _NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
@@ -48,8 +54,8 @@ def _escape(ch: str) -> str:
     if ch in _NAMED_ESCAPES:
         return _NAMED_ESCAPES[ch]
     code = ord(ch)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 \
-        else f"\\U{code:08x}"
+    return (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000
+        else f"\\U{code:08x}")
 
 
 def json_safe(value: Any) -> str:
@@ -117,18 +123,14 @@ def _label(path: Path, session_id: str | None) -> str:
 
 
 def _validate(name: str | Path, counts: dict[str, int]) -> None:
-    """Validate every log `name` holds (each log of a folder or glob on its own), one
-    line per problem on stdout and a verdict per log on stderr; count the verdicts."""
+    """Validate every log `name` holds (`reading.paths.expand`: each log of a folder or
+    glob on its own, another agent's imported), one line per problem on stdout and a
+    verdict per log on stderr; count the verdicts."""
     try:
-        found = resolve(name)
-        targets = [] if found.kind == "logs" else _targets(found.path)
+        targets = [(path, sid) for path, sid, _ in _sessions(expand([name]))]
     except SurfaceLabError as err:
         _out(str(_problem(err, str(name))))
         counts["INVALID"] += 1
-        return
-    if found.kind == "logs":
-        for member in found.members:
-            _validate(member, counts)
         return
     if not targets:
         _out(f"{name}: source-empty: holds no log or session to validate")
@@ -145,8 +147,10 @@ def _validate(name: str | Path, counts: dict[str, int]) -> None:
             _out(str(problem))
         verdict = "valid" if log.valid and not unanswered else "INVALID"
         counts[verdict] += 1
+        form = f"{log.form} form" if log.source_format == "surface" else (
+            f"imported from {log.source_format}")
         _out(f"{_label(path, session_id)}: {verdict}: {len(log.events)} events, "
-             f"{len(log.fold.nodes)} surface entries, {log.form} form", sys.stderr)
+             f"{len(log.fold.nodes)} surface entries, {form}", sys.stderr)
 
 
 def _unanswered(log: LogReading) -> list[Problem]:
@@ -200,7 +204,7 @@ def cmd_surface(args: argparse.Namespace) -> int:
 
 
 def _store_for(path: Path, *, create: bool = False) -> Store:
-    if is_sqlite(path) or (create and path.suffix in _SQLITE_SUFFIXES):
+    if is_sqlite(path) or (create and path.suffix in SQLITE_SUFFIXES):
         return SqliteStore(path)
     if path.is_dir() or (create and not path.suffix):
         return JsonlStore(path)
@@ -210,6 +214,12 @@ def _store_for(path: Path, *, create: bool = False) -> Store:
 def cmd_repair(args: argparse.Namespace) -> int:
     path = Path(args.path)
     log = _read(args)
+    if log.source_format != "surface":
+        raise StorageError(f"{args.path}: a {log.source_format} log, not a surface log: "
+                           f"repair writes to the log it repairs, never to another tool's "
+                           f"file; convert it (surface-lab convert {args.path} -o OUT.jsonl) "
+                           f"and repair the copy; nothing written", code="repair-foreign",
+                           path=str(args.path))
     # a crash tail (the only error a readable log can carry) or a torn fragment
     dropped = [p for p in log.problems if p.severity == "error" or p.code == "torn-tail"]
     for problem in dropped:  # "run surface-lab repair" is what the user is doing already
@@ -294,8 +304,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
     if not target:
         raise _usage("convert needs a destination: DST or -o OUT")
     src, dst = Path(args.src), Path(target)
-    if args.fmt is not None or ((not src.is_dir() or not (src / "session.jsonl").exists()) \
-            and _foreign(src)):
+    if (args.fmt is not None or ((not src.is_dir() or not (src / "session.jsonl").exists())
+            and _foreign(src))):
         if args.session is not None:
             raise _usage("--session picks a session of a store or database; an imported "
                          "log is one session (--leaf picks its branch)")
@@ -429,49 +439,43 @@ class AuditInput:
     stem: str
 
 
-_PLAIN_SUFFIXES = (".jsonl", ".jsonl.zstd", ".json")
-
-
 def _log_stem(path: Path) -> str:
     name = path.name
-    for suffix in (".jsonl.zstd", *_PLAIN_SUFFIXES, *_SQLITE_SUFFIXES):
+    for suffix in (".jsonl.zstd", ".traj.json", *LOG_SUFFIXES, *SQLITE_SUFFIXES):
         if name.endswith(suffix) and len(name) > len(suffix):
             return name[: -len(suffix)]
     return name
 
 
-def expand_audit_paths(names: Sequence[str]) -> list[AuditInput]:
-    """Every session the arguments name: log files, globs, folders of plain log files,
-    JSONL stores, SQLite databases and other agents' logs (files or folders the importers
-    recognise). The one place the audit resolves paths.
+def _sessions(found: Discovery) -> list[tuple[Path, str | None, str]]:
+    """(path, session, report stem) of every session the found logs hold: one per session
+    of a store or database, one per other log."""
+    out: list[tuple[Path, str | None, str]] = []
+    for item in found:
+        if item.format == "store":
+            out += [(item.path, sid, f"{item.path.name}-{sid}")
+                    for sid in JsonlStore(item.path).list()]
+        elif item.format == "sqlite":
+            with SqliteStore(item.path, read_only=True) as db:
+                out += [(item.path, sid, f"{_log_stem(item.path)}-{sid}") for sid in db.list()]
+        else:
+            out.append((item.path, None, _log_stem(item.path)))
+    return out
+
+
+def expand_audit_paths(names: Sequence[str], *, found: Discovery | None = None
+                       ) -> list[AuditInput]:
+    """Every session the arguments name (`reading.paths.expand`: log files, globs,
+    folders walked for every agent's logs, JSONL stores, SQLite databases), each with a
+    report stem unique within the run.
 
     Raises:
         StorageError: for a name that matches nothing.
     """
-    found: list[tuple[Path, str | None, str]] = []
-    for name in names:
-        resolved = resolve(name)  # refuses a missing path, a FIFO, a device... unopened
-        is_glob = resolved.kind == "logs" and not resolved.path.is_dir()
-        paths = list(resolved.members) if is_glob else [resolved.path]
-        for path in paths:
-            if path.is_dir() and not _one_session_dir(path):
-                store = JsonlStore(path).list()
-                if store:
-                    found += [(path, sid, f"{path.name}-{sid}") for sid in store]
-                    continue
-                # a FIFO or a dangling link named as a log is kept: its row says why
-                found += [(child, None, _log_stem(child)) for child in sorted(path.iterdir())
-                          if ".cont-" not in child.name and not child.is_dir() and (
-                              child.name.endswith(_PLAIN_SUFFIXES) or is_sqlite(child))]
-            elif is_sqlite(path):
-                with SqliteStore(path, read_only=True) as db:
-                    found += [(path, sid, f"{_log_stem(path)}-{sid}") for sid in db.list()]
-            else:
-                found.append((path, None, _log_stem(path)))
     out: list[AuditInput] = []
     seen: set[str] = set()
     inputs: set[tuple[int, int, str | None]] = set()
-    for path, session_id, stem in found:  # two sessions never share a report
+    for path, session_id, stem in _sessions(expand(names) if found is None else found):
         try:  # one file named twice (relative and absolute, or through a link): once
             st = path.stat()
             key = (st.st_dev, st.st_ino, session_id)
@@ -481,7 +485,7 @@ def expand_audit_paths(names: Sequence[str]) -> list[AuditInput]:
             if key in inputs:
                 continue
             inputs.add(key)
-        unique, n = stem, 1
+        unique, n = stem, 1  # two sessions never share a report
         while unique in seen:
             n += 1
             unique = f"{stem}-{n}"
@@ -492,23 +496,15 @@ def expand_audit_paths(names: Sequence[str]) -> list[AuditInput]:
 
 def _one_session_dir(path: Path) -> bool:
     """A folder that is one log: a store's session folder or another agent's log."""
-    return any((path / n).is_file() for n in ("session.jsonl", "session.jsonl.zstd")) \
-        or _foreign(path)
+    return log_format(path) not in (None, "store")
 
 
 def _audit_source(item: AuditInput) -> tuple[Any, list[Any], str | None]:
-    """The log to audit, what reading or importing it noted, and the importer's format
-    (None for a log of our own)."""
-    if item.session_id is None and _foreign(item.path):
-        from .importers import import_any
-        from .notebook.source import load_source
-
-        result = import_any(item.path)
-        log = load_source(list(result.events), progress=False)
-        log.session_id, log.path = str(result.header["id"]), str(item.path)
-        return log, [*result.notes, *result.problems], result.format
+    """The log to audit (another agent's imported), what reading or importing it noted,
+    and the importer's format (None for a log of our own)."""
     reading = read_path(item.path, session_id=item.session_id, option="--session ID")
-    return reading, list(reading.problems), None
+    fmt = reading.source_format
+    return reading, list(reading.problems), None if fmt == "surface" else fmt
 
 
 def _audited_folder(items: Sequence[AuditInput]) -> Path:
@@ -537,7 +533,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
                               f" python -m pip install -e '.[notebook]'") from None
     progress = _progress(args)
     if args.paths:
-        items = [item for item in expand_audit_paths(args.paths)
+        found = expand(args.paths)
+        if len(found) and any(Path(name).is_dir() for name in args.paths):  # what the walk found
+            _out(f"found {found.summary()}", sys.stderr)
+        items = [item for item in expand_audit_paths(args.paths, found=found)
                  if args.session is None or item.session_id == args.session]
         if not items:
             raise StorageError("no log to audit" + (
@@ -644,6 +643,12 @@ def cmd_corpus_build(args: argparse.Namespace) -> int:
     from . import corpus
 
     progress = not args.no_progress and sys.stderr.isatty()  # a bar is for a person
+    for source in args.sources:  # what the walk of each folder found, by format
+        if Path(source).is_dir():
+            with contextlib.suppress(SurfaceLabError):  # the build reports it as a row
+                found = discover(source)
+                if len(found):  # none: the build's own error says so
+                    _out(f"{source}: found {found.summary()}", sys.stderr)
     manifest = corpus.to_parquet(args.sources, args.out, engine=args.engine,
                                  client=args.scheduler, workers=args.workers,
                                  task_mb=args.task_mb, progress=progress)
@@ -667,7 +672,7 @@ def cmd_corpus_sql(args: argparse.Namespace) -> int:
 
     from . import corpus
 
-    c = corpus.open(args.out, allow_external=args.allow_external)
+    c = corpus.open_corpus(args.out, allow_external=args.allow_external)
     try:
         frame = c.sql(args.query)
     except duckdb.Error as err:

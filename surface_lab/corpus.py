@@ -10,7 +10,6 @@ through it. pyarrow, duckdb and dask are imported only here, and only when used.
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import glob
 import json
@@ -25,16 +24,22 @@ from typing import Any
 
 from .errors import SurfaceLabError
 from .reading.codec import read_log_bytes
-from .reading.paths import is_sqlite
+from .reading.paths import (
+    LOG_NAMES,
+    LOG_SUFFIXES,
+    discover,
+    is_sqlite,
+    log_format,
+    refusal,
+)
 from .storage.sqlite import ReadOnlyConnection
 
-__all__ = ["SCHEMA_VERSION", "Corpus", "Task", "events", "map_sessions", "open", "plan_tasks",
-           "to_parquet", "write_chunk"]
+__all__ = ["SCHEMA_VERSION", "Corpus", "Task", "events", "map_sessions", "open_corpus",
+           "plan_tasks", "to_parquet", "write_chunk"]
 
 SCHEMA_VERSION = 3  # 2: session_key and source in every table; 3: lost_evidence
 TABLES = ("sessions", "events", "replaces", "replace_members", "mentions", "lost_evidence")
 MANIFEST = "manifest.json"
-LOG_SUFFIXES = (".jsonl", ".jsonl.zstd", ".json")
 
 
 @dataclass(frozen=True)
@@ -67,25 +72,18 @@ class Task:
 
 
 def _expand(sources: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    from .importers import detect_format
-
+    """The files and folders to plan (`reading.paths`): a name or a glob's match is taken
+    as it is (reading it reports what is wrong), a folder is walked for every agent's logs
+    (a Claude Code session's subagent files go with it; a store gives its session files)."""
     found: list[Path] = []
     for source in sources:
         text = str(source)
         if any(ch in text for ch in "*?[") and not os.path.lexists(text):
-            found += [Path(p) for p in sorted(glob.glob(text, recursive=True))]
-            continue
-        path = Path(text)  # a FIFO or a device is never opened here: reading refuses it
-        if path.is_dir() and detect_format(path) is None:
-            for child in sorted(path.rglob("*")):
-                # a log's name on a FIFO, a dangling link or a device is kept: reading it
-                # refuses it, unopened, and its row says why
-                named = child.name.endswith(LOG_SUFFIXES) and not child.is_dir()
-                log_file = ".cont-" not in child.name and (named or is_sqlite(child))
-                if log_file or (child.is_dir() and detect_format(child) == "openhands"):
-                    found.append(child)
+            matched = [Path(p) for p in sorted(glob.glob(text, recursive=True))]
         else:
-            found.append(path)
+            matched = [Path(text)]
+        for path in matched:
+            found += _below(path)
     # one entry per real file; a dangling symlink keeps its own name, which its problem
     # row then shows (its target's name would mean nothing to whoever wrote the glob)
     return list(dict.fromkeys(p.resolve() if p.exists() else p.absolute() for p in found))
@@ -110,6 +108,25 @@ def check_sources(sources: Iterable[str | os.PathLike[str]]) -> None:
             raise SurfaceLabError(f"{text}: {what} (looked for {', '.join(LOG_SUFFIXES)} "
                                   f"files, SQLite databases and other agents' logs); "
                                   f"nothing written", code="source-empty", path=text)
+def _below(path: Path) -> list[Path]:
+    """The sources `path` gives: itself (a file, or a folder that is one source: a
+    session folder, an OpenHands conversation), or those `discover`ed below a folder (a
+    store gives its session files). A FIFO or a device is never opened here: reading
+    refuses it, and its row says why."""
+    if not path.is_dir() or refusal(path) is not None or log_format(path) not in (
+            None, "store"):
+        return [path]
+    try:
+        logs = discover(path)
+    except SurfaceLabError:
+        return [path]  # its row then says why
+    found: list[Path] = []
+    for item in logs:
+        if item.format == "store":
+            found += sorted(p for name in LOG_NAMES for p in item.path.glob(f"*/*/{name}"))
+        else:
+            found.append(item.path)
+    return found
 
 
 def _date(millis: Any) -> str:
@@ -124,15 +141,15 @@ def _refs(path: Path) -> list[SessionRef]:
     if path.is_file() and is_sqlite(path):
         return _database_refs(path)
     try:
-        size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) \
-            if path.is_dir() else path.stat().st_size
+        size = (sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+            if path.is_dir() else path.stat().st_size)
     except OSError:  # a dangling symlink, a file gone since the glob: reading says which
         size = 0
     created: Any = 0
     session_id: Any = None
     try:
         if path.is_file() and not path.name.endswith(".json"):
-            with builtins.open(path, "rb") as f:  # this module's `open` is the corpus one
+            with open(path, "rb") as f:
                 first = f.readline(1 << 20)
             if path.name.endswith(".zstd"):
                 data, _ = read_log_bytes(path)
@@ -249,10 +266,10 @@ def _schemas() -> dict[str, Any]:
 def _read_session(ref: SessionRef) -> tuple[Any, str, str, list[Any], int | None]:
     """(LogData, session id, format, problems, createdAt) of one session; a package error
     becomes the session's problem (with the readable prefix, when there is one)."""
+    from .analysis.source import LogData, load_source
     from .importers import detect_format, import_any
-    from .notebook.source import LogData, load_source
     from .problems import Problem
-    from .reading.read import read_log
+    from .storage.read import read_log
 
     path = Path(ref.path)
     fmt = "surface"
@@ -302,8 +319,10 @@ def _session_columns(ref: SessionRef, log: Any, session_id: str, fmt: str,
                      problems: list[Any], created: int | None) -> dict[str, dict[str, Any]]:
     """Every table's columns for one session (all the fallible work, before any row is
     added to a task's tables)."""
-    from .notebook.audit import compaction_audit
-    from .notebook.frames import event_columns, replacement_columns
+    from .analysis.audit import facts_at_risk_by_replace
+    from .analysis.brackets import replacement_columns
+    from .analysis.events import event_columns
+    from .gcpause import gc_paused
 
     key, source = session_key(ref.path, session_id), ref.path
     tables: dict[str, dict[str, Any]] = {
@@ -312,9 +331,8 @@ def _session_columns(ref: SessionRef, log: Any, session_id: str, fmt: str,
     rep = replacement_columns(log)
     at_risk: dict[int, list[str]] = {}
     if rep["seq"]:
-        audit = compaction_audit(log, strict=False, progress=False)[0]
-        at_risk = {int(s): list(f) for s, f in zip(audit["seq"], audit["facts_at_risk"],
-                                                   strict=True)}
+        with gc_paused():  # many acyclic texts
+            at_risk = facts_at_risk_by_replace(log)
     first = problems[0] if problems else None
     sessions = tables["sessions"]
     for column, value in (("session_id", session_id), ("session_key", key),
@@ -374,8 +392,8 @@ def _lost_evidence_schema(pa: Any) -> Any:
 
 def _add_lost_evidence(table: dict[str, Any], log: Any, ids: dict[str, str]) -> None:
     """The `lost_evidence` rows of one session: each action after a replace that shows
-    the agent needed what it hid (`surface_lab.evidence`)."""
-    from .evidence import find_lost_evidence
+    the agent needed what it hid (`surface_lab.analysis.evidence`)."""
+    from .analysis.evidence import find_lost_evidence
 
     for found in find_lost_evidence(log.events, log.plans) if log.fold.replacements else []:
         for column in table:
@@ -402,7 +420,7 @@ def _session_tables(ref: SessionRef) -> _SessionTables:
     session only and is reported as its problem."""
     import pyarrow as pa
 
-    from .notebook.source import LogData
+    from .analysis.source import LogData
     from .problems import Problem
 
     schemas = _schemas()
@@ -772,7 +790,7 @@ class Corpus:
         self.db.close()
 
 
-def open(out: str | os.PathLike[str], **options: Any) -> Corpus:
+def open_corpus(out: str | os.PathLike[str], **options: Any) -> Corpus:
     """Open a built dataset for queries on one machine."""
     return Corpus(out, **options)
 

@@ -67,15 +67,15 @@ def _upgrade(
     if not isinstance(data, Mapping):
         return event, None
     if kind == "turn/start" and "trigger" in data:
-        return {**event, "data": {k: v for k, v in data.items() if k != "trigger"}}, \
-            "turn/start trigger"
+        return ({**event, "data": {k: v for k, v in data.items() if k != "trigger"}},
+            "turn/start trigger")
     if kind == "turn/end" and "reason" in data:
         reason, name = upgrade_reason(event, data["reason"])
         return ({**event, "data": {**data, "reason": reason}}, name) if name else (event, None)
     if kind == "steering/message":
         if isinstance(data.get("message"), Mapping):
-            return {**event, "type": "user/message", "data": data["message"]}, \
-                "steering/message"
+            return ({**event, "type": "user/message", "data": data["message"]},
+                "steering/message")
         if "content" in data and "source" in data:
             message = {"id": legacy_message_id(session_id, seq), "role": "user",
                        "content": data["content"], "source": data["source"]}
@@ -83,9 +83,9 @@ def _upgrade(
         _corrupt(event, "steering/message needs message, or content and source")
     if kind in ("user/message", "context/message"):
         if not ({"id", "role", "message"} & data.keys()) and "content" in data:
-            return {**event, "data": {**data, "role": "user",
-                                      "id": legacy_message_id(session_id, seq)}}, \
-                "pre-identity message"
+            return ({**event, "data": {**data, "role": "user",
+                                       "id": legacy_message_id(session_id, seq)}},
+                    "pre-identity message")
         return event, None
     if kind == "assistant/message" and "message" not in data and "content" in data:
         provenance = data.get("provenance")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import IntEnum
 from itertools import chain, islice
 from typing import Any, Literal, NamedTuple, cast
 
@@ -42,6 +43,7 @@ __all__ = [
     "IncrementalSurface",
     "NodesView",
     "Plan",
+    "PlanKind",
     "PlanList",
     "ReplaceOp",
     "Replacement",
@@ -55,8 +57,17 @@ __all__ = [
     "seq_is",
 ]
 
-# Plan kinds.
-LOG_ONLY, APPEND, REPLACE = 0, 1, 2
+class PlanKind(IntEnum):
+    """What a plan does with its event: nothing on the surface (`LOG_ONLY`), put it at the
+    end (`APPEND`), or put it in the place of a run (`REPLACE`). A plan list keeps one
+    byte a plan, these values."""
+
+    LOG_ONLY = 0
+    APPEND = 1
+    REPLACE = 2
+
+
+LOG_ONLY, APPEND, REPLACE = PlanKind.LOG_ONLY, PlanKind.APPEND, PlanKind.REPLACE
 
 Lookup = Callable[[int], "Mapping[str, Any] | None"]
 
@@ -76,7 +87,7 @@ class Plan(NamedTuple):
     plan was made against; `shadowed` are the seqs a replace removes, in surface order."""
 
     seq: int
-    kind: int
+    kind: int  # a PlanKind (a plain int where read back from a plan list's bytes)
     start_pos: int = -1
     end_pos: int = -1
     shadowed: tuple[int, ...] = ()

@@ -4,7 +4,6 @@ many sources, literal text in figures and figures that save whole."""
 from __future__ import annotations
 
 import math
-import os
 import re
 import shutil
 from collections import Counter
@@ -17,13 +16,17 @@ import pytest
 from builders import user_msg
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
+from shared_logs import SHARED
 
 from surface_lab import Session, read_log
 from surface_lab.agent.samples import generate_large
+from surface_lab.analysis.audit import facts_at_risk_by_replace
+from surface_lab.analysis.brackets import brackets
+from surface_lab.analysis.facts import DEFAULT_RULES, Mention, _natural, author_of, tool_names
+from surface_lab.analysis.source import LogData, _NoBar
 from surface_lab.cli import expand_audit_paths, main
 from surface_lab.errors import StorageError
 from surface_lab.events import freeze_event, mapping_at, message_of
-from surface_lab.facts import DEFAULT_RULES, Mention, _natural, author_of, tool_names
 from surface_lab.importers import import_any
 from surface_lab.jsonvalue import dumps
 from surface_lab.messages import message_text
@@ -37,25 +40,24 @@ from surface_lab.notebook import (
 )
 from surface_lab.notebook.audit import (
     NO_REPLACES,
-    _facts_at_risk,
     audit_report,
     replacement_preview,
     replay_differences,
 )
-from surface_lab.notebook.frames import brackets, nodes_at
+from surface_lab.notebook.frames import nodes_at
 from surface_lab.notebook.plots import RESTORED_COLOR
-from surface_lab.notebook.source import LogData, _NoBar
 from surface_lab.reading.sequences import LogEvents
 from surface_lab.surface import APPEND, REPLACE, Plan
 
 matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_logs"
-SHARED = Path(os.environ.get("SURFACE_LAB_SHARED", ROOT.parent / "shared"))
 OTHER = SHARED / "real_logs" / "other"
 DSH = sorted((SHARED / "real_logs" / "dsh").glob("*.jsonl"))
-COMPACTION_LOG = next(p for p in DSH if "compaction-recovery" in p.name)
-PI = next(p for p in OTHER.glob("*pi_small*"))
+COMPACTION_LOG = SHARED / "real_logs" / "dsh" / (
+    "deepseek-ai__deepseek-harness__examples_headless-agent_tests_snapshots_"
+    "compaction-recovery_session.jsonl")
+PI = OTHER / "jazzyalex__agent-sessions__Resources_Fixtures_stage0_agents_pi_small.jsonl"
 
 
 def _definition_raw_mentions(text: str, author: str) -> list[tuple[str, str, bool]]:
@@ -163,7 +165,7 @@ class TestCostFollowsTheReplaces:
         assert set(texts) <= replaces | {s for p in log.replaces for s in p.shadowed}
         found = brackets(log)
         parsed.clear()
-        _facts_at_risk(log, found, _NoBar(), DEFAULT_RULES)
+        facts_at_risk_by_replace(log, DEFAULT_RULES, traces=found, bar=_NoBar())
         assert set(parsed) <= set(log.entries)  # the facts: surface entries only
         assert len(set(parsed)) < len(log.events) / 10
 
@@ -214,7 +216,7 @@ class TestProgress:
     def test_every_step_shows_one_bar_and_progress_false_silences_all(
             self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
             capfd: pytest.CaptureFixture[str]) -> None:
-        from surface_lab.notebook import source
+        from surface_lab.analysis import source
 
         monkeypatch.setattr(source, "PROGRESS_MIN_BYTES", 0)
         monkeypatch.setattr(source, "PROGRESS_DELAY", 0)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from shared_logs import require_shared
 
 from surface_lab import SurfaceLabError, corpus, read_log
 from surface_lab.agent.samples import generate_corpus
@@ -88,7 +89,7 @@ class TestEngines:
 
 class TestQueries:
     def test_duckdb_agrees_with_the_session_frames(self, logs: Path, serial: Path) -> None:
-        c = corpus.open(serial)
+        c = corpus.open_corpus(serial)
         frames = pd.concat([events_df(read_log(p)).assign(session_id=read_log(p).session_id)
                             for p in sorted(logs.glob("*.jsonl"))], ignore_index=True)
         sql = c.sql("select session_id, type, count(*) as n, sum(chars) as chars from events "
@@ -109,7 +110,7 @@ class TestQueries:
                                                         serial: Path) -> None:
         frames = pd.concat([lost_evidence_df(p).assign(session_id=read_log(p).session_id)
                             for p in sorted(logs.glob("*.jsonl"))], ignore_index=True)
-        c = corpus.open(serial)
+        c = corpus.open_corpus(serial)
         table = c.sql("select session_id, seq, replace_seq, kind from lost_evidence "
                       "order by 1, 2, 3")
         c.close()
@@ -119,7 +120,7 @@ class TestQueries:
         assert table["seq"].tolist() == expected["seq"].tolist()
 
     def test_rows_are_sorted_and_partitioned_by_date(self, serial: Path) -> None:
-        c = corpus.open(serial)
+        c = corpus.open_corpus(serial)
         dates = c.sql("select distinct date from events order by 1")["date"].astype(str)
         assert list(dates) == ["2026-01-01", "2026-01-02", "2026-01-03"]
         for path in sorted(serial.glob("events/date=*/part-*.parquet")):
@@ -143,7 +144,6 @@ class TestFailures:
     @pytest.mark.slow
     def test_a_killed_worker_leaves_no_duplicates(self, logs: Path, serial: Path,
                                                   tmp_path: Path, cluster: Any) -> None:
-        import os
         import signal
 
         out = tmp_path / "out"
@@ -165,7 +165,7 @@ class TestFailures:
         thread.join(timeout=300)
         assert errors == []
         assert _files(out).keys() >= set()  # the build finished
-        c = corpus.open(out)
+        c = corpus.open_corpus(out)
         counts = c.sql("select count(*) as n, count(distinct (session_id, seq)) as u "
                        "from events")
         assert int(counts["n"][0]) == int(counts["u"][0]) == corpus.Manifest.load(
@@ -187,7 +187,7 @@ class TestFailures:
         assert "bad.jsonl:132: seq 250 user/message: replace-sources-incomplete" in printed
         assert "tail.jsonl:29: seq-gap" in printed
         assert "empty.jsonl:1: log-corrupt" in printed
-        c = corpus.open(out)
+        c = corpus.open_corpus(out)
         problems = c.sql("select source, problem_code, problem_line from sessions "
                          "where problems > 0 order by source")
         assert problems["problem_code"].tolist() == ["replace-sources-incomplete",
@@ -203,14 +203,13 @@ class TestFailures:
 
     def test_a_dataset_without_a_manifest_is_refused(self, tmp_path: Path) -> None:
         with pytest.raises(Exception, match="not a finished corpus build"):
-            corpus.open(tmp_path)
+            corpus.open_corpus(tmp_path)
 
     def test_other_agents_logs_and_databases_are_sources(self, tmp_path: Path) -> None:
-        shared = Path(os.environ.get("SURFACE_LAB_SHARED", ROOT.parent / "shared")) / \
-            "real_logs" / "other"
+        shared = require_shared("real_logs/other") / "real_logs" / "other"
         out = tmp_path / "out"
         manifest = corpus.to_parquet([shared, ROOT / "sample_logs" / "sessions.db"], out)
-        c = corpus.open(out)
+        c = corpus.open_corpus(out)
         formats = c.sql("select format, count(*) as n from sessions group by 1 order by 1")
         assert dict(zip(formats["format"], formats["n"], strict=True)) == {
             "atif": 1, "claude-code": 4, "codex": 1, "pi": 1, "surface": 3}
@@ -241,7 +240,7 @@ class TestSourcesAndDuplicates:
     def test_every_row_keeps_its_source_and_session_key(self, samples: tuple[Path, Any]
                                                         ) -> None:
         out, _ = samples
-        c = corpus.open(out)
+        c = corpus.open_corpus(out)
         for table in corpus.TABLES:
             bad = c.sql(f"select count(*) as n from {table} t where t.session_key <> "
                         f"t.source || '#' || t.session_id or t.source is null")
@@ -254,7 +253,7 @@ class TestSourcesAndDuplicates:
     def test_one_session_id_in_several_sources_is_kept_once(
             self, samples: tuple[Path, Any]) -> None:
         out, manifest = samples
-        c = corpus.open(out)
+        c = corpus.open_corpus(out)
         ids = c.sql("select session_id, count(*) as n, any_value(source) as source "
                     "from sessions group by 1 order by 1")
         assert set(ids["n"]) == {1}
@@ -271,7 +270,7 @@ class TestSourcesAndDuplicates:
     def test_joins_on_the_session_key_count_each_replace_once(
             self, samples: tuple[Path, Any]) -> None:
         out, _ = samples
-        c = corpus.open(out)
+        c = corpus.open_corpus(out)
         joined = c.sql("select s.session_id, count(*) as n from replaces r join sessions s "
                        "using (session_key) group by 1 order by 1")
         expected = {name: len(read_log(ROOT / "sample_logs" / f"{name}.jsonl")
@@ -295,7 +294,7 @@ class TestSourcesAndDuplicates:
         err = capsys.readouterr().err
         keys = [f"{logs / 'a.jsonl'}#chat", f"{logs / 'b.jsonl'}#chat"]
         assert f"warning: session 'chat' is in 2 sources: kept {keys[0]}, {keys[1]}" in err
-        c = corpus.open(out)
+        c = corpus.open_corpus(out)
         assert c.sql("select session_key from sessions order by 1")["session_key"].tolist() \
             == keys
         c.close()

@@ -1,10 +1,9 @@
-"""Behavioural evidence of loss (surface_lab.evidence): repeated calls, the same target and
+"""Behavioural evidence of loss (surface_lab.analysis.evidence): repeated calls, the same target and
 questions asked again after a replace hid what answered them; nothing while it is visible."""
 
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -16,12 +15,12 @@ import pytest
 from builders import user, user_msg
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_logs import SHARED
 
 from surface_lab import Session, find_lost_evidence, read_log
-from surface_lab.agent.compaction import write_compaction, write_tool_result_rewrite
 from surface_lab.agent.samples import generate_large
-from surface_lab.events import freeze_event, mapping_at, message_of
-from surface_lab.evidence import (
+from surface_lab.analysis.compaction import write_compaction, write_tool_result_rewrite
+from surface_lab.analysis.evidence import (
     _LINE,
     _PATH,
     LostEvidence,
@@ -32,15 +31,15 @@ from surface_lab.evidence import (
     _Walk,
     plan_log,
 )
-from surface_lab.facts import author_of, find_mentions
+from surface_lab.analysis.facts import author_of, find_mentions
+from surface_lab.analysis.source import load_source
+from surface_lab.events import freeze_event, mapping_at, message_of
 from surface_lab.importers import import_any
 from surface_lab.messages import Block, blocks_text, message_text
-from surface_lab.notebook.source import load_source
 from surface_lab.surface import APPEND, LOG_ONLY, REPLACE, Plan, PlanList, apply_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_logs"
-SHARED = Path(os.environ.get("SURFACE_LAB_SHARED", ROOT.parent / "shared"))
 
 
 class _Fixed:

@@ -1,11 +1,10 @@
-"""Facts at risk (surface_lab.facts): the kinds, the noise filters, the rules as data, and
+"""Facts at risk (surface_lab.analysis.facts): the kinds, the noise filters, the rules as data, and
 precision and recall of the legacy and default rules on the labelled set
 tests/data/facts_labels.json (the figures the README quotes)."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -14,9 +13,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_logs import SHARED, require_shared
 
 from surface_lab import Session, facts
-from surface_lab.facts import (
+from surface_lab.analysis.facts import (
     DEFAULT_RULES,
     LEGACY_RULES,
     FactRules,
@@ -28,7 +28,6 @@ from surface_lab.facts import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("SURFACE_LAB_SHARED", ROOT.parent / "shared"))
 LABELS = ROOT / "tests" / "data" / "facts_labels.json"
 
 
@@ -130,7 +129,8 @@ def _log_of(item: dict[str, Any]) -> Any:
 
     name = item["log"]
     path = SHARED / name[len("shared:"):] if name.startswith("shared:") else ROOT / name
-    assert path.exists(), f"missing labelled log {path} (set SURFACE_LAB_SHARED)"
+    if name.startswith("shared:"):
+        require_shared(name[len("shared:"):])
     return list(import_any(path, fmt=item["format"]).events) if "format" in item else path
 
 

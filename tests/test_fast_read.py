@@ -13,12 +13,12 @@ import pytest
 from builders import read_outcome
 
 from surface_lab import read_log
+from surface_lab.analysis.events import event_columns
+from surface_lab.analysis.source import load_source
 from surface_lab.errors import CorruptLogError
 from surface_lab.events import message_of
 from surface_lab.messages import called_tools, message_text
 from surface_lab.notebook import events_df
-from surface_lab.notebook.frames import event_columns
-from surface_lab.notebook.source import load_source
 from surface_lab.reading import fast, lines
 from surface_lab.reading.sequences import LogEvents
 

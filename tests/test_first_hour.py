@@ -65,7 +65,7 @@ class TestStreams:
 
     def test_no_progress_bars_when_stderr_is_a_file(self, tmp_path: Path) -> None:
         # every step would show its bar at once (no delay, no size floor) on a terminal
-        prelude = ("import surface_lab.notebook.source as s\n"
+        prelude = ("import surface_lab.analysis.source as s\n"
                    "s.PROGRESS_DELAY = 0\ns.PROGRESS_MIN_BYTES = 0")
         done = cli("audit", str(SAMPLES / "long-compaction.jsonl"), "--out", str(tmp_path),
                    prelude=prelude)

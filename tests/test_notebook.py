@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 
 import ipywidgets as widgets
@@ -15,6 +14,7 @@ from builders import ev, user, user_msg
 from matplotlib.collections import LineCollection, PathCollection, PolyCollection, QuadMesh
 from matplotlib.figure import Figure
 from PIL import Image
+from shared_logs import SHARED
 
 from surface_lab import Session, fold_surface, read_log
 from surface_lab.cli import main
@@ -44,9 +44,10 @@ matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_logs"
 VALID = sorted(p for p in SAMPLES.glob("*.jsonl") if "invalid" not in p.name)
-SHARED = Path(os.environ.get("SURFACE_LAB_SHARED", ROOT.parent / "shared"))
 DSH = sorted((SHARED / "real_logs" / "dsh").glob("*.jsonl"))
-COMPACTION_LOG = next(p for p in DSH if "compaction-recovery" in p.name)
+COMPACTION_LOG = SHARED / "real_logs" / "dsh" / (
+    "deepseek-ai__deepseek-harness__examples_headless-agent_tests_snapshots_"
+    "compaction-recovery_session.jsonl")
 FRAMES = {"events": events_df, "surface": surface_df, "replacements": replacements_df,
           "messages": messages_df, "visibility": visibility_df}
 HOSTILE = "<script>alert('x')</script><img src=x onerror=alert(1)>"
@@ -436,7 +437,7 @@ class TestAuditCommand:
 class TestProgress:
     def test_a_long_load_shows_a_bar_that_can_be_turned_off(
             self, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
-        from surface_lab.notebook import source
+        from surface_lab.analysis import source
         from surface_lab.reading import codec
 
         monkeypatch.setattr(source, "PROGRESS_MIN_BYTES", 0)

@@ -1,13 +1,13 @@
-"""What-if policies (surface_lab.policies): the recorded history is taken out, another
+"""What-if policies (surface_lab.analysis.policies): the recorded history is taken out, another
 policy is applied before every request, and the result is a valid surface log."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+from shared_logs import SHARED
 
 from surface_lab import (
     AdmissionError,
@@ -18,17 +18,16 @@ from surface_lab import (
     read_log,
     replay_policy,
 )
-from surface_lab.agent.compaction import ExtractiveSummarizer
+from surface_lab.analysis.compaction import ExtractiveSummarizer
+from surface_lab.analysis.policies import PolicyView, history_removed
 from surface_lab.cli import main
 from surface_lab.contract import check_loop_contract
 from surface_lab.importers import import_any
 from surface_lab.messages import message_text
-from surface_lab.policies import PolicyView, history_removed
 
 ROOT = Path(__file__).resolve().parents[1]
 LONG = ROOT / "sample_logs" / "long-compaction.jsonl"
 PRUNED = ROOT / "sample_logs" / "pruned-tool-results.jsonl"
-SHARED = Path(os.environ.get("SURFACE_LAB_SHARED", ROOT.parent / "shared"))
 CLAUDE = SHARED / "real_logs" / "other" / (
     "meridianlabs-ai__inspect_scout__tests_sources_claude_code_source_fixtures_compaction_"
     "session.jsonl")

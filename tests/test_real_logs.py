@@ -4,17 +4,16 @@ listed in their SOURCES.md."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+from shared_logs import SHARED, needs_shared, require_shared
 
 from surface_lab import Session, fold_surface, read_log
 from surface_lab.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("SURFACE_LAB_SHARED", ROOT.parent / "shared"))
 DSH = SHARED / "real_logs" / "dsh"
 PREFIX = "deepseek-ai__deepseek-harness__"
 
@@ -43,7 +42,7 @@ NAMES = sorted(EXPECTED)
 
 def _path(name: str) -> Path:
     path = DSH / (PREFIX + name)
-    assert path.is_file(), f"missing real log {path} (set SURFACE_LAB_SHARED)"
+    require_shared(str(path.relative_to(SHARED)))
     return path
 
 
@@ -62,6 +61,7 @@ def _numbered(path: Path) -> list[dict[str, Any]]:
     return events
 
 
+@needs_shared("real_logs/dsh")
 def test_all_ten_are_listed() -> None:
     assert len(NAMES) == 10
     assert sorted(p.name.removeprefix(PREFIX) for p in DSH.glob("*.jsonl")) == NAMES

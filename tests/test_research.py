@@ -3,11 +3,11 @@ policy comparison with its figure."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from shared_logs import SHARED
 
 from surface_lab import Compact, MaskObservations
 from surface_lab.importers import import_any
@@ -23,7 +23,6 @@ from surface_lab.notebook import (
 ROOT = Path(__file__).resolve().parents[1]
 LONG = ROOT / "sample_logs" / "long-compaction.jsonl"
 CHAT = ROOT / "sample_logs" / "chat.jsonl"
-SHARED = Path(os.environ.get("SURFACE_LAB_SHARED", ROOT.parent / "shared"))
 CLAUDE = SHARED / "real_logs" / "other" / (
     "meridianlabs-ai__inspect_scout__tests_sources_claude_code_source_fixtures_compaction_"
     "session.jsonl")

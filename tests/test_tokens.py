@@ -4,17 +4,17 @@ tokenizer, then the 4-characters estimate; adapters wrap encoders the caller bui
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+
+from shared_logs import SHARED
 
 from surface_lab import count_tokens, hf_tokenizer, read_log, tiktoken_tokenizer
 from surface_lab.importers import import_any
 from surface_lab.tokens import recorded_usage, request_tokens
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("SURFACE_LAB_SHARED", ROOT.parent / "shared"))
 CLAUDE = SHARED / "real_logs" / "other" / (
     "meridianlabs-ai__inspect_scout__tests_sources_claude_code_source_fixtures_compaction_"
     "session.jsonl")

@@ -1,7 +1,7 @@
 """A deterministic agent loop with compaction and tool-result pruning on the surface
 (SPEC 8 and 9), and the sample logs it writes."""
 
-from .compaction import (
+from ..analysis.compaction import (
     CompactionPolicy,
     Compactor,
     ExtractiveSummarizer,

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..analysis.compaction import Compactor, ToolResultPruner
 from ..session import Session
-from .compaction import Compactor, ToolResultPruner
 from .script import Reply, ScriptedProvider, StreamFailure, Turn
 from .tools import Workspace, run_tool
 
@@ -205,8 +205,8 @@ class AgentLoop:
                 arguments = json.loads(call["arguments"])
             except ValueError:
                 arguments = None
-            outcome = run_tool(self.workspace, call["name"], arguments) \
-                if isinstance(arguments, dict) else None
+            outcome = (run_tool(self.workspace, call["name"], arguments)
+                if isinstance(arguments, dict) else None)
             text = outcome.text if outcome else "the arguments are not a JSON object"
             is_error = outcome.is_error if outcome else True
             block = {"type": "tool-result", "toolCallId": call["id"],

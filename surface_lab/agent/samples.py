@@ -11,12 +11,17 @@ from itertools import count
 from pathlib import Path
 from typing import Any
 
+from ..analysis.compaction import (
+    CompactionPolicy,
+    Compactor,
+    ExtractiveSummarizer,
+    ToolResultPruner,
+)
 from ..errors import StorageError
 from ..events import Event
 from ..session import Session
 from ..storage.jsonl import JsonlStore, dumps_header, dumps_record, encode_events
 from ..storage.sqlite import SqliteStore
-from .compaction import CompactionPolicy, Compactor, ExtractiveSummarizer, ToolResultPruner
 from .loop import AgentLoop, SimulatedCrash
 from .script import Call, Reply, Turn
 from .tools import Workspace

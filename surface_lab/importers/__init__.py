@@ -17,7 +17,7 @@ from ..jsonvalue import loads
 from .atif import import_atif, looks_like_atif
 from .claude_code import import_claude_code, looks_like_claude_code
 from .codex import import_codex, looks_like_codex
-from .common import ImportError_, ImportResult, printable
+from .common import ImportFailure, ImportResult, printable
 from .mini_swe_agent import import_mini_swe_agent, looks_like_mini_swe_agent
 from .openhands import (
     import_openhands,
@@ -33,9 +33,9 @@ from .unsupported import unsupported_agent
 
 __all__ = [
     "FORMATS",
+    "ImportFailure",
     "ImportResult",
     "detect_format",
-    "foreign_format_hint",
     "import_any",
     "import_atif",
     "import_claude_code",
@@ -45,6 +45,7 @@ __all__ = [
     "import_openhands_v0",
     "import_pi",
     "import_swe_agent",
+    "refusal_reason",
     "unsupported_format",
 ]
 
@@ -182,7 +183,7 @@ def _surface_like(record: dict[str, Any]) -> bool:
         "version" in record and "id" in record)
 
 
-def _refusal(path: Path) -> str | None:
+def refusal_reason(path: Path) -> str | None:
     """Why `path` cannot be read or imported, when it is JSON of some other kind: an
     agent we do not import yet, or JSON that is no agent log at all."""
     if not path.is_file():
@@ -200,43 +201,22 @@ def _refusal(path: Path) -> str | None:
     return f"JSON that is no agent log: neither a surface log nor a {KNOWN} log"
 
 
-def foreign_format_hint(path: str | Path) -> str | None:
-    """`"... use surface-lab convert --from X ..."` when `path` is another tool's log, or
-    why it cannot be imported (an agent not supported yet, JSON that is no agent log);
-    None when it is none of these, or looking cannot tell (a line nested too deep to
-    parse, bytes that are not text, a file that cannot be read): this only adds a hint."""
-    try:
-        fmt = detect_format(path)
-        refused = None if fmt is not None else _refusal(Path(path))
-    except (RecursionError, ValueError, OSError):  # UnicodeDecodeError is a ValueError
-        return None
-    if fmt is None:
-        return refused
-    names = {"claude-code": "a Claude Code transcript", "codex": "a Codex rollout",
-             "pi": "a pi session log", "atif": "an ATIF trajectory",
-             "openhands": "an OpenHands conversation folder",
-             "swe-agent": "a SWE-agent trajectory", "mini-swe-agent":
-             "a mini-swe-agent trajectory", "openhands-v0": "an OpenHands V0 trajectory"}
-    return (f"this is {names[fmt]}, not a surface log; import it with: surface-lab convert "
-            f"--from {fmt} {path} -o OUT.jsonl")
-
-
 def import_any(source: str | Path, *, fmt: str | None = None, leaf: str | None = None,
                tombstones: bool = False, strict: bool = False) -> ImportResult:
     """Import with the given or detected format."""
     fmt = fmt or detect_format(source)
     if fmt is None:
-        refused = _refusal(Path(source))
-        raise ImportError_(f"{source}: {refused or 'not a format surface-lab can import'}"
+        refused = refusal_reason(Path(source))
+        raise ImportFailure(f"{source}: {refused or 'not a format surface-lab can import'}"
                            + ("" if refused else f" ({KNOWN})"),
                            code="format-unsupported", path=str(source))
     if fmt not in FORMATS:
-        raise ImportError_(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}",
-                           code="format-unsupported", path=str(source))
+        raise ImportFailure(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}",
+                            code="format-unsupported", path=str(source))
     options: dict[str, Any] = {"tombstones": tombstones, "strict": strict}
     if leaf is not None:
         if fmt not in ("claude-code", "pi", "openhands", "openhands-v0"):
-            raise ImportError_(f"--leaf does not apply to {fmt}", code="format-unsupported",
+            raise ImportFailure(f"--leaf does not apply to {fmt}", code="format-unsupported",
                                path=str(source))
         options["leaf"] = leaf
     importer: Any = FORMATS[fmt]
@@ -246,7 +226,7 @@ def import_any(source: str | Path, *, fmt: str | None = None, leaf: str | None =
         if err.path is not None:
             raise
         # the builder's refusal of an event it was given: the source file is the place
-        raise ImportError_(f"{source}: {err.message}", code=err.code, path=str(source)) \
+        raise ImportFailure(f"{source}: {err.message}", code=err.code, path=str(source)) \
             from err
     except _SHAPE_ERRORS as err:
         # A record of a shape no check of the importer foresaw (a list where an id
@@ -254,7 +234,7 @@ def import_any(source: str | Path, *, fmt: str | None = None, leaf: str | None =
         # MemoryError is not one: it says nothing about the file.
         what = "nested too deep" if isinstance(err, RecursionError) else \
             f"{type(err).__name__}: {err}"
-        raise ImportError_(printable(f"{source}: a record of an unexpected shape stopped the "
+        raise ImportFailure(printable(f"{source}: a record of an unexpected shape stopped the "
                                      f"{fmt} import ({what}); nothing imported"),
                            code="record-malformed", path=str(source)) from err
     return result

@@ -13,7 +13,7 @@ from ..events import mapping_at
 from ..messages import message_text
 from .common import (
     Builder,
-    ImportError_,
+    ImportFailure,
     ImportResult,
     compact_json,
     load_json,
@@ -79,8 +79,8 @@ def import_atif(source: str | Path, *, tombstones: bool = False,
     b = Builder("atif", str(root), tombstones=tombstones)
     document = _load(root)
     if not looks_like_atif(document):
-        raise ImportError_(f"{root}: not an ATIF trajectory (no schema_version ATIF-...)",
-                           code="format-unsupported", path=str(root))
+        raise ImportFailure(f"{root}: not an ATIF trajectory (no schema_version ATIF-...)",
+                            code="format-unsupported", path=str(root))
     files: list[tuple[Path, Any]] = [(root, document)]
     while len(files) < MAX_FILES:
         ref = files[-1][1].get("continued_trajectory_ref")

@@ -11,7 +11,7 @@ from ..events import mapping_at
 from ..jsonvalue import thaw
 from .common import (
     Builder,
-    ImportError_,
+    ImportFailure,
     ImportResult,
     SubagentLink,
     compact_json,
@@ -159,8 +159,8 @@ class _Graph:
         """The parent, bridging legacy progress records."""
         seen = {uuid}
         parent = self.records[uuid].get("parentUuid")
-        while isinstance(parent, str) and parent in self.records \
-                and self.records[parent].get("type") == "progress" and parent not in seen:
+        while (isinstance(parent, str) and parent in self.records
+                and self.records[parent].get("type") == "progress" and parent not in seen):
             seen.add(parent)
             parent = self.records[parent].get("parentUuid")
         return parent if isinstance(parent, str) else None
@@ -216,8 +216,8 @@ class _Graph:
         needle = uuid.encode()
         folder = self.project_dir.resolve()
         for other in sorted(self.project_dir.glob("*.jsonl")):
-            if other.is_symlink() or not other.is_file() or other.resolve().parent != folder \
-                    or other.resolve() == self.path.resolve() or other in self.extra_files:
+            if (other.is_symlink() or not other.is_file() or other.resolve().parent != folder
+                    or other.resolve() == self.path.resolve() or other in self.extra_files):
                 continue
             if needle not in other.read_bytes():
                 continue
@@ -458,16 +458,16 @@ def _default_leaf(g: _Graph) -> tuple[str | None, list[dict[str, Any]],
         if uuid in g.kids or g.file[uuid] != g.path or g.is_parallel_result(uuid):
             continue
         at, seen = uuid, set()
-        while at in g.records and g.records[at].get("type") not in ("user", "assistant") \
-                and at not in seen:
+        while (at in g.records and g.records[at].get("type") not in ("user", "assistant")
+                and at not in seen):
             seen.add(at)
             parent = g.parent(at)
             if parent is None:
                 break
             at = parent
         record = g.records.get(at)
-        if record is None or record.get("type") not in ("user", "assistant") \
-                or (at != uuid and g.continues(at)):
+        if (record is None or record.get("type") not in ("user", "assistant")
+                or (at != uuid and g.continues(at))):
             continue
         key = (parse_time(record.get("timestamp")) or 0, g.order[at])
         (side if record.get("isSidechain") else candidates)[at] = key
@@ -508,21 +508,21 @@ def import_claude_code(source: str | Path, *, leaf: str | None = None,
             `ImportResult.subagents` link; the links themselves are always listed.
 
     Raises:
-        ImportError_: `format-unsupported` for a file that is not a transcript,
+        ImportFailure: `format-unsupported` for a file that is not a transcript,
             `leaf-unknown` for a leaf that is not in it.
     """
     path = Path(source)
     b = Builder("claude-code", str(path), tombstones=tombstones)
     lines = read_jsonl(path, b)
     if not looks_like_claude_code([r for _, r in lines]):
-        raise ImportError_(f"{path}: not a Claude Code transcript (no uuid/parentUuid/"
-                           f"sessionId records)", code="format-unsupported", path=str(path))
+        raise ImportFailure(f"{path}: not a Claude Code transcript (no uuid/parentUuid/"
+                            f"sessionId records)", code="format-unsupported", path=str(path))
     g = _Graph(b, path, lines, Path(project_dir) if project_dir is not None else None)
     chosen, leaves, side_leaves = _default_leaf(g)
     if leaf is not None:
         if leaf not in g.records:
-            raise ImportError_(f"{path}: no record {leaf!r} to use as the leaf",
-                               code="leaf-unknown", path=str(path))
+            raise ImportFailure(f"{path}: no record {leaf!r} to use as the leaf",
+                                code="leaf-unknown", path=str(path))
         chosen = leaf
     elif chosen is None and side_leaves:
         chosen = max(side_leaves, key=lambda c: (c["time"], g.order[c["uuid"]]))["uuid"]
@@ -887,18 +887,18 @@ def _microcompact(b: Builder, record: dict[str, Any], unit: dict[str, int],
         if call_id not in ids:
             continue
         b.close_step()
-        b._append("compaction/prune", {"shadowedRange": {"start": seq, "end": seq},
-                                       "shadowedSeqs": [seq], "shadowedTokenCount": None,
-                                       "imported": {"format": "claude-code",
-                                                    "kind": "microcompact",
-                                                    "boundaryUuid": record.get("uuid")}},
-                  origin)
+        b.append("compaction/prune", {"shadowedRange": {"start": seq, "end": seq},
+                                      "shadowedSeqs": [seq], "shadowedTokenCount": None,
+                                      "imported": {"format": "claude-code",
+                                                   "kind": "microcompact",
+                                                   "boundaryUuid": record.get("uuid")}},
+                 origin)
         data = thaw(event["data"])
         data["message"]["content"][0]["content"] = [
             {"type": "text", "text": "[Old tool result content cleared]"}]
-        b._append("tool/result", data, origin, surface_op={"op": "replace", "start": seq,
-                                                           "end": seq},
-                  source_event_seqs=[seq])
+        b.append("tool/result", data, origin, surface_op={"op": "replace", "start": seq,
+                                                          "end": seq},
+                 source_event_seqs=[seq])
         cleared += 1
     if not cleared:
         b.omit("not-model-visible", "system:microcompact_boundary", line=origin["line"],

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..events import mapping_at
-from .common import Builder, ImportError_, ImportResult, compact_json, parse_time, read_jsonl
+from .common import Builder, ImportFailure, ImportResult, compact_json, parse_time, read_jsonl
 from .planner import Keep, New
 
 __all__ = ["import_codex", "looks_like_codex"]
@@ -188,10 +188,10 @@ class _Codex:
                 seq = int(b.user(mid, _blocks(item), origin)["seq"])
             else:
                 b.close_step()
-                seq = int(b._append("user/message", {"id": mid, "role": "user",
-                                                     "content": _blocks(item),
-                                                     "source": {"kind": "user"}}, origin,
-                                    surface_op="append")["seq"])
+                seq = int(b.append("user/message", {"id": mid, "role": "user",
+                                                    "content": _blocks(item),
+                                                    "source": {"kind": "user"}}, origin,
+                                   surface_op="append")["seq"])
             self.last_model = False
         elif what in ("contextual", "developer", "agent"):
             name = {"contextual": "contextual-user", "developer": "developer",
@@ -429,8 +429,8 @@ def import_codex(source: str | Path, *, until: int | None = None, tombstones: bo
                 b.omit("after-until", record.get("type"), line=number)
         lines = [(n, r) for n, r in lines if n <= until]
     if not looks_like_codex([r for _, r in lines]):
-        raise ImportError_(f"{path}: not a Codex rollout (no session_meta line)",
-                           code="format-unsupported", path=str(path))
+        raise ImportFailure(f"{path}: not a Codex rollout (no session_meta line)",
+                            code="format-unsupported", path=str(path))
     codex = _Codex(b, path)
     codex.has_task_events = any(r.get("type") == "event_msg" and isinstance(
         r.get("payload"), Mapping) and r["payload"].get("type") in ("task_started",

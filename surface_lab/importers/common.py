@@ -21,7 +21,7 @@ from ..problems import Problem
 from ..session import Session
 from .planner import TOMBSTONE, Keep, New, Replace, plan
 
-__all__ = ["OMISSIONS", "Builder", "ImportError_", "ImportResult", "SubagentLink",
+__all__ = ["OMISSIONS", "Builder", "ImportFailure", "ImportResult", "SubagentLink",
            "first_record_time", "parse_time", "printable", "sha256_file"]
 
 P = ParamSpec("P")
@@ -50,7 +50,7 @@ OMISSIONS = {
 SHOWN_PLACES = 5
 
 
-class ImportError_(SurfaceLabError):
+class ImportFailure(SurfaceLabError):
     """A source the importer cannot read at all (its code names the reason)."""
 
 
@@ -62,7 +62,7 @@ FOREIGN_ERRORS = (TypeError, KeyError, AttributeError, ValueError, IndexError,
 
 def no_foreign_errors(importer: Callable[P, R]) -> Callable[P, R]:
     """An importer that never lets a foreign exception out: one that escapes its own
-    checks becomes an `ImportError_` (`importer-error`) naming the file, chained to it."""
+    checks becomes an `ImportFailure` (`importer-error`) naming the file, chained to it."""
 
     @functools.wraps(importer)
     def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -72,7 +72,7 @@ def no_foreign_errors(importer: Callable[P, R]) -> Callable[P, R]:
             raise
         except FOREIGN_ERRORS as err:
             source = args[0] if args else kwargs.get("source")
-            raise ImportError_(printable(
+            raise ImportFailure(printable(
                 f"{source}: cannot import: {type(err).__name__} ({err}) on a record of an "
                 f"unexpected shape; please report it with the file"),
                 code="importer-error", path=str(source)) from err
@@ -238,27 +238,27 @@ def load_json(path: Path) -> Any:
     could be neither stored nor printed.
 
     Raises:
-        ImportError_: `line-unparsable`, with the file and line.
+        ImportFailure: `line-unparsable`, with the file and line.
     """
     import json
 
     import orjson
 
     if path.stat().st_size > MAX_SOURCE_LINE:
-        raise ImportError_(f"{path}: larger than {MAX_SOURCE_LINE} bytes",
-                           code="line-unparsable", path=str(path))
+        raise ImportFailure(f"{path}: larger than {MAX_SOURCE_LINE} bytes",
+                            code="line-unparsable", path=str(path))
     raw = path.read_bytes()
     try:
         return loads(raw)
     except orjson.JSONDecodeError as err:
         if "surrogate" in str(err) or "UTF-8" in str(err):
-            raise ImportError_(f"{path}: not valid JSON text: {err}", code="line-unparsable",
-                               path=str(path), line=err.lineno) from None
+            raise ImportFailure(f"{path}: not valid JSON text: {err}", code="line-unparsable",
+                                path=str(path), line=err.lineno) from None
         try:  # what orjson refuses but JSON readers accept: NaN, integers over 64 bits
             return json.loads(raw.decode("utf-8"))
         except (ValueError, RecursionError):  # nested deeper than either reader goes
-            raise ImportError_(f"{path}: not JSON: {err}", code="line-unparsable",
-                               path=str(path), line=err.lineno) from None
+            raise ImportFailure(f"{path}: not JSON: {err}", code="line-unparsable",
+                                path=str(path), line=err.lineno) from None
 
 
 def image_block(data: Any, media_type: Any) -> dict[str, Any]:
@@ -351,8 +351,10 @@ class Builder:
             **header, "delegationDepth": header.get("delegationDepth", 0)},
             clock=lambda: self.time)
 
-    def _append(self, kind: str, data: Any, origin: Mapping[str, Any] | None = None,
-                **fields: Any) -> Event:
+    def append(self, kind: str, data: Any, origin: Mapping[str, Any] | None = None,
+               **fields: Any) -> Event:
+        """Append one event (`Session.append`'s checks and `fields`), remembering the
+        source record it came from (`origin`)."""
         assert self.session is not None, "start() first"
         event = self.session.append(kind, data, **fields)
         if origin:
@@ -369,11 +371,11 @@ class Builder:
         self.turn += 1
         self.turn_open = True
         self.step = 0
-        self._append("turn/start", {"turn": self.turn}, origin)
+        self.append("turn/start", {"turn": self.turn}, origin)
 
     def close_step(self) -> None:
         if self.step_open:
-            self._append("step/end", {"turn": self.turn, "step": self.step})
+            self.append("step/end", {"turn": self.turn, "step": self.step})
             self.step_open = False
             self.step_key = None
 
@@ -383,24 +385,24 @@ class Builder:
         (SPEC 7.3: a bare `aborted` reads as a legacy record)."""
         self.close_step()
         if self.turn_open:
-            self._append("turn/end", {"turn": self.turn, "reason": {"kind": kind, **reason}},
-                         origin)
+            self.append("turn/end", {"turn": self.turn, "reason": {"kind": kind, **reason}},
+                        origin)
             self.turn_open = False
 
     def user(self, message_id: str, content: Any, origin: Mapping[str, Any]) -> Event:
         """A real user prompt: a turn opener."""
         self.open_turn()
-        return self._append("user/message", {"id": message_id, "role": "user",
-                                             "content": text_blocks(content),
-                                             "source": {"kind": "user"}}, origin,
-                            surface_op="append")
+        return self.append("user/message", {"id": message_id, "role": "user",
+                                            "content": text_blocks(content),
+                                            "source": {"kind": "user"}}, origin,
+                           surface_op="append")
 
     def context(self, message_id: str, content: Any, harness_origin: str,
                 origin: Mapping[str, Any], *, in_step: bool = False) -> Event:
         """Context the other tool injected (a `harness` source)."""
         if not in_step:
             self.close_step()
-        return self._append("context/message", {
+        return self.append("context/message", {
             "id": message_id, "role": "user", "content": text_blocks(content),
             "source": {"kind": "harness", "harness": self.format, "origin": harness_origin}},
             origin, surface_op="append")
@@ -417,7 +419,7 @@ class Builder:
             self.step += 1
             self.step_open = True
             self.step_key = step_key
-            self._append("step/start", {"turn": self.turn, "step": self.step})
+            self.append("step/start", {"turn": self.turn, "step": self.step})
         data: dict[str, Any] = {"turn": self.turn, "step": self.step, "message": {
             "id": message_id, "role": "assistant", "content": content,
             "source": {"kind": "model", "provider": provider or "unknown",
@@ -425,13 +427,13 @@ class Builder:
                        **{k: v for k, v in source.items() if v is not None}}}}
         if usage:
             data["usage"] = dict(usage)
-        event = self._append("assistant/message", data, origin, surface_op="append")
+        event = self.append("assistant/message", data, origin, surface_op="append")
         for block in content:
             if block.get("type") == "tool-call":
-                call = self._append("tool/call", {"turn": self.turn, "step": self.step,
-                                                  "callId": block["id"],
-                                                  "name": block.get("name", ""),
-                                                  "arguments": block.get("arguments", "")})
+                call = self.append("tool/call", {"turn": self.turn, "step": self.step,
+                                                 "callId": block["id"],
+                                                 "name": block.get("name", ""),
+                                                 "arguments": block.get("arguments", "")})
                 self.call_seq[block["id"]] = int(call["seq"])
                 self.call_place[block["id"]] = (self.turn, self.step)
         return event
@@ -454,11 +456,11 @@ class Builder:
         data = self.tool_result_data(message_id, call_id, content, is_error)
         self.answered.add(call_id)
         if call_id in self.call_seq:
-            return self._append("tool/result", data, origin, surface_op="append",
-                                source_event_seqs=[self.call_seq[call_id]])
+            return self.append("tool/result", data, origin, surface_op="append",
+                               source_event_seqs=[self.call_seq[call_id]])
         self.problem("orphan-tool-result", f"a result for call {call_id!r}, which was never "
                      f"seen", line=origin.get("line"))
-        return self._append("tool/result", data, origin, surface_op="append")
+        return self.append("tool/result", data, origin, surface_op="append")
 
     def lost_results(self, found: Mapping[str, Mapping[str, Any]]) -> None:
         """`tool-result-lost` for each tool call written whose result the source holds
@@ -513,8 +515,8 @@ class Builder:
         self.close_step()
         turn = self.turn if self.turn_open else None
         before = self.surface()
-        start = self._append("compaction/start", {"compactionId": compaction_id, "turn": turn},
-                             origin)
+        start = self.append("compaction/start", {"compactionId": compaction_id, "turn": turn},
+                            origin)
         ops = plan(before, target, self.copy, tombstones=self.tombstones)
         # The replaces address disjoint runs of the surface as it is now.
         shadowed = [s for op in ops if isinstance(op, Replace)
@@ -522,7 +524,7 @@ class Builder:
         restored = [op.item.copy_of for op in ops if op.item.copy_of is not None
                     and op.item.copy_of in shadowed]
         first = next((op for op in ops if isinstance(op, Replace)), None)
-        summary_event = self._append("compaction/summary", {
+        summary_event = self.append("compaction/summary", {
             "compactionId": compaction_id, "summary": summary or [],
             "shadowedRange": {"start": first.start, "end": first.end} if first else None,
             "shadowedSeqs": shadowed, "shadowedTokenCount": None, "provider": None,
@@ -549,15 +551,15 @@ class Builder:
                 now = self.surface()
                 run = now[now.index(op.start) : now.index(op.end) + 1]
                 sources += [s for s in run if s not in sources]
-                written = self._append(item.type, item.data, item.origin, surface_op={
+                written = self.append(item.type, item.data, item.origin, surface_op={
                     "op": "replace", "start": op.start, "end": op.end},
                     source_event_seqs=sources)
             else:
-                written = self._append(item.type, item.data, item.origin,
-                                       surface_op="append", source_event_seqs=sources)
+                written = self.append(item.type, item.data, item.origin,
+                                      surface_op="append", source_event_seqs=sources)
             if item.copy_of is not None:
                 copied[item.copy_of] = int(written["seq"])
-        self._append("compaction/end", {"compactionId": compaction_id, "turn": turn})
+        self.append("compaction/end", {"compactionId": compaction_id, "turn": turn})
         copies = sum(1 for op in ops if op.item.copy_of is not None)
         if copies:
             self.note("restored-by-copy", f"{compaction_id}: {copies} kept item(s) re-appended "
@@ -599,8 +601,8 @@ class Builder:
             self.problem("empty-import", empty_reason or self._empty_reason())
         if strict and self.problems:
             first = self.problems[0]
-            raise ImportError_(first.message, code=first.code, path=self.path,
-                               line=first.line)
+            raise ImportFailure(first.message, code=first.code, path=self.path,
+                                line=first.line)
         return result
 
     def _empty_reason(self) -> str:

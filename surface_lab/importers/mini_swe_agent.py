@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .common import Builder, ImportError_, ImportResult, compact_json, load_json, parse_time
+from .common import Builder, ImportFailure, ImportResult, compact_json, load_json, parse_time
 
 __all__ = ["import_mini_swe_agent", "looks_like_mini_swe_agent"]
 
@@ -133,13 +133,13 @@ def import_mini_swe_agent(source: str | Path, *, tombstones: bool = False,
     path = Path(source)
     document = load_json(path)
     if not looks_like_mini_swe_agent(document):
-        raise ImportError_(f"{path}: not a mini-swe-agent trajectory (no trajectory_format "
+        raise ImportFailure(f"{path}: not a mini-swe-agent trajectory (no trajectory_format "
                            f"mini-swe-agent-...)", code="format-unsupported", path=str(path))
     try:
         return _import(path, document, tombstones=tombstones, strict=strict)
     except (TypeError, KeyError, ValueError, AttributeError, IndexError,
             RecursionError) as err:
-        raise ImportError_(f"{path}: a mini-swe-agent trajectory of a shape this importer "
+        raise ImportFailure(f"{path}: a mini-swe-agent trajectory of a shape this importer "
                            f"does not know ({type(err).__name__}: {err})",
                            code="shape-unknown", path=str(path)) from None
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..events import mapping_at
 from ..jsonvalue import thaw
-from .common import Builder, ImportError_, ImportResult, load_json, parse_time
+from .common import Builder, ImportFailure, ImportResult, load_json, parse_time
 from .planner import Keep, New
 
 __all__ = ["import_openhands", "import_openhands_v0", "looks_like_openhands",
@@ -48,7 +48,7 @@ def _load_events(folder: Path, b: Builder) -> list[tuple[int, Path, dict[str, An
             continue
         try:
             event = load_json(path)
-        except ImportError_ as err:
+        except ImportFailure as err:
             reason = err.message.removeprefix(f"{path}: ")
             b.problem("line-unparsable", f"{path.name}: {reason}")
             b.omit("unparsable", "event-file", id=path.name, file=str(path))
@@ -74,16 +74,16 @@ def import_openhands(source: str | Path, *, leaf: str | None = None,
     folder = Path(source)
     b = Builder("openhands", str(folder), tombstones=tombstones)
     if not looks_like_openhands(folder):
-        raise ImportError_(f"{folder}: not an OpenHands conversation folder (no events/"
-                           f"event-NNNNN-<id>.json)", code="format-unsupported",
-                           path=str(folder))
+        raise ImportFailure(f"{folder}: not an OpenHands conversation folder (no events/"
+                            f"event-NNNNN-<id>.json)", code="format-unsupported",
+                            path=str(folder))
     state: dict[str, Any] = {}
     state_path = folder / "base_state.json"
     if state_path.is_file():
         try:
             loaded = load_json(state_path)
             state = loaded if isinstance(loaded, dict) else {}
-        except ImportError_:
+        except ImportFailure:
             b.problem("line-unparsable", "base_state.json is not JSON")
     items = _load_events(folder, b)
     by_id = {event["id"]: (index, path, event) for index, path, event in items}
@@ -100,7 +100,7 @@ def import_openhands(source: str | Path, *, leaf: str | None = None,
                        if not isinstance(e.get("kind"), str)
                        or e.get("kind") not in NOT_ON_BRANCH_END), None)
     if chosen is not None and (not isinstance(chosen, str) or chosen not in by_id):
-        raise ImportError_(f"{folder}: no event {chosen!r} to use as the leaf",
+        raise ImportFailure(f"{folder}: no event {chosen!r} to use as the leaf",
                            code="leaf-unknown", path=str(folder))
     branch, seen, at = [], set(), chosen
     while at is not None:
@@ -157,8 +157,8 @@ def import_openhands(source: str | Path, *, leaf: str | None = None,
         if kind == "ActionEvent":
             view.append(event_id)
             call = mapping_at(event, "tool_call")
-            blocks = [{"type": "reasoning", "text": str(event["reasoning_content"])}] \
-                if event.get("reasoning_content") else []
+            blocks = ([{"type": "reasoning", "text": str(event["reasoning_content"])}]
+                if event.get("reasoning_content") else [])
             blocks += _texts(event.get("thought"))
             call_id = str(event.get("tool_call_id") or call.get("id") or f"call:{event_id}")
             arguments = call.get("arguments", "{}")
@@ -301,7 +301,7 @@ def _v0_folder_events(path: Path, b: Builder) -> list[Any]:
             continue
         try:
             found.append((int(match.group(1)), load_json(file)))
-        except ImportError_ as err:
+        except ImportFailure as err:
             b.problem("line-unparsable", f"{file.name}: "
                       f"{err.message.removeprefix(f'{file}: ')}")
             b.omit("unparsable", "event-file", id=file.name, file=str(file))
@@ -373,7 +373,7 @@ def import_openhands_v0(source: str | Path, *, leaf: str | None = None,
         if chosen is None or not looks_like_openhands_v0(chosen[1]):
             what = f"no instance {leaf!r}" if leaf is not None and instances else \
                 "no history of OpenHands V0 events"
-            raise ImportError_(f"{path}: not an OpenHands V0 trajectory ({what})",
+            raise ImportFailure(f"{path}: not an OpenHands V0 trajectory ({what})",
                                code="leaf-unknown" if leaf is not None and instances
                                else "format-unsupported", path=str(path))
         for line, record in instances:
@@ -386,7 +386,7 @@ def import_openhands_v0(source: str | Path, *, leaf: str | None = None,
         return _import_v0(b, path, chosen[0], chosen[1], strict=strict)
     except (TypeError, KeyError, ValueError, AttributeError, IndexError,
             RecursionError) as err:
-        raise ImportError_(f"{path}: an OpenHands V0 trajectory of a shape this importer "
+        raise ImportFailure(f"{path}: an OpenHands V0 trajectory of a shape this importer "
                            f"does not know ({type(err).__name__}: {err})",
                            code="shape-unknown", path=str(path)) from None
 
@@ -593,7 +593,7 @@ class _V0State:
             self.masked.add(event_id)
             self.b.close_step()
             original = self.b.event(seq)
-            self.b._append("compaction/prune", {
+            self.b.append("compaction/prune", {
                 "shadowedRange": {"start": seq, "end": seq}, "shadowedSeqs": [seq],
                 "shadowedTokenCount": None, "imported": {
                     "format": "openhands-v0", "kind": "observation-masking",
@@ -605,7 +605,7 @@ class _V0State:
                 data["message"]["content"][0]["content"] = masked
             else:
                 data["content"] = masked
-            written = self.b._append(str(original["type"]), data, self.origin(event_id),
+            written = self.b.append(str(original["type"]), data, self.origin(event_id),
                                      surface_op={"op": "replace", "start": seq, "end": seq},
                                      source_event_seqs=[seq])
             self.seq_of[event_id] = int(written["seq"])

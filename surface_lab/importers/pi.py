@@ -10,7 +10,7 @@ from typing import Any
 from ..events import mapping_at
 from .common import (
     Builder,
-    ImportError_,
+    ImportFailure,
     ImportResult,
     compact_json,
     image_block,
@@ -29,7 +29,6 @@ SUMMARY_PREFIX = ("The conversation history before this point was compacted into
 SUMMARY_SUFFIX = "\n</summary>"
 BRANCH_PREFIX = ("The following is a summary of a branch that this conversation came back "
                  "from:\n\n<summary>\n")
-MESSAGE_LIKE = {"message", "custom_message", "branch_summary"}
 ENDING = {"stop": "completed", "length": "max-tokens", "error": "error", "aborted": "aborted"}
 
 
@@ -54,8 +53,8 @@ def _migrate_v1(lines: list[tuple[int, dict[str, Any]]], b: Builder) -> list[
         entry = {**entry, "id": f"L{number}", "parentId": previous}
         previous = entry["id"]
         index = entry.pop("firstKeptEntryIndex", None)
-        if entry.get("type") == "compaction" and isinstance(index, int) \
-                and not isinstance(index, bool):
+        if (entry.get("type") == "compaction" and isinstance(index, int)
+                and not isinstance(index, bool)):
             if 0 < index < len(out):
                 entry["firstKeptEntryId"] = out[index][1]["id"]
             else:
@@ -108,8 +107,8 @@ def import_pi(source: str | Path, *, leaf: str | None = None, tombstones: bool =
     b = Builder("pi", str(path), tombstones=tombstones)
     lines = read_jsonl(path, b)
     if not lines or not is_pi_header(lines[0][1]):
-        raise ImportError_(f"{path}: not a pi session (no pi header on line 1)",
-                           code="format-unsupported", path=str(path), line=1)
+        raise ImportFailure(f"{path}: not a pi session (no pi header on line 1)",
+                            code="format-unsupported", path=str(path), line=1)
     header = lines[0][1]
     if header.get("version", 1) == 1:
         lines = _migrate_v1(lines, b)
@@ -137,8 +136,8 @@ def import_pi(source: str | Path, *, leaf: str | None = None, tombstones: bool =
     leaves = [i for i in order if i not in children]
     chosen = leaf if leaf is not None else (order[-1] if order else None)
     if chosen is not None and chosen not in entries:
-        raise ImportError_(f"{path}: no entry {chosen!r} to use as the leaf",
-                           code="leaf-unknown", path=str(path))
+        raise ImportFailure(f"{path}: no entry {chosen!r} to use as the leaf",
+                            code="leaf-unknown", path=str(path))
     walk: list[str] = []
     seen: set[str] = set()
     at = chosen

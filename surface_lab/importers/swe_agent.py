@@ -27,7 +27,7 @@ import orjson
 
 from ..events import mapping_at, message_of
 from ..jsonvalue import thaw
-from .common import Builder, ImportError_, ImportResult, compact_json, load_json
+from .common import Builder, ImportFailure, ImportResult, compact_json, load_json
 from .planner import Keep, New
 
 __all__ = ["import_swe_agent", "looks_like_swe_agent"]
@@ -268,7 +268,7 @@ class Writer:
         b.close_step()
         masked = bool(ELIDED.fullmatch(_key("user", item.content)[1].strip()))
         origin = {**self.origin(item.id), "step": step}
-        b._append("compaction/prune", {
+        b.append("compaction/prune", {
             "shadowedRange": {"start": seq, "end": seq}, "shadowedSeqs": [seq],
             "shadowedTokenCount": None, "imported": {
                 "format": "swe-agent", "kind": "observation-masking" if masked
@@ -278,7 +278,7 @@ class Writer:
             data["message"]["content"][0]["content"] = item.content
         else:
             data["content"] = item.content
-        b._append(str(event["type"]), data, origin, surface_op={
+        b.append(str(event["type"]), data, origin, surface_op={
             "op": "replace", "start": seq, "end": seq}, source_event_seqs=[seq])
         self.rewrites += 1
 
@@ -353,13 +353,13 @@ def import_swe_agent(source: str | Path, *, tombstones: bool = False,
     path = Path(source)
     document = load_json(path)
     if not looks_like_swe_agent(document):
-        raise ImportError_(f"{path}: not a SWE-agent trajectory (no history of chat "
+        raise ImportFailure(f"{path}: not a SWE-agent trajectory (no history of chat "
                            f"entries)", code="format-unsupported", path=str(path))
     try:
         return _import(path, document, tombstones=tombstones, strict=strict)
     except (TypeError, KeyError, ValueError, AttributeError, IndexError,
             RecursionError) as err:
-        raise ImportError_(f"{path}: a SWE-agent trajectory of a shape this importer does "
+        raise ImportFailure(f"{path}: a SWE-agent trajectory of a shape this importer does "
                            f"not know ({type(err).__name__}: {err})", code="shape-unknown",
                            path=str(path)) from None
 

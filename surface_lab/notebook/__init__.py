@@ -1,7 +1,11 @@
 """Notebook helpers: frames, the replay stepper and widget, plots and the compaction
-audit. This is the only part of surface_lab that imports pandas, matplotlib and
-ipywidgets."""
+audit, over the pandas-free `surface_lab.analysis`. This is the only part of surface_lab
+that imports pandas, matplotlib and ipywidgets; ipywidgets loads only when `ReplayWidget`
+is first used, and the frames work where it is not installed."""
 
+from typing import Any
+
+from ..analysis.source import LogData, load_source
 from .audit import audit_report, compaction_audit, extract_facts, failed_compactions
 from .columns import SCHEMAS, schema_table
 from .frames import (
@@ -20,8 +24,6 @@ from .research import (
     plot_policies,
     tokens_df,
 )
-from .source import LogData, load_source
-from .widgets import ReplayWidget
 
 __all__ = [
     "SCHEMAS",
@@ -48,3 +50,12 @@ __all__ = [
     "tokens_df",
     "visibility_df",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """`ReplayWidget`, imported on first use (ipywidgets takes seconds to import)."""
+    if name == "ReplayWidget":
+        from .widgets import ReplayWidget
+
+        return ReplayWidget
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,7 +8,6 @@ import io
 import json
 import os
 import re
-from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -17,24 +16,15 @@ from typing import Any
 
 import pandas as pd
 
-from ..evidence import find_lost_evidence
-from ..facts import (
-    DEFAULT_RULES,
-    FactRules,
-    KeptText,
-    Raw,
-    author_from,
-    find_mentions,
-    fold,
-    texts_at_risk,
-)
+from ..analysis.audit import audit_columns, extract_facts, failed_compactions
+from ..analysis.brackets import bracket_of, brackets, prune_record, replacement_columns
+from ..analysis.facts import DEFAULT_RULES, FactRules
+from ..analysis.source import LogData, load_source, step_bar
 from ..gcpause import gc_paused
 from ..glossary import TERMS, label, plural
-from ..surface import apply_plan
-from .frames import Bracket, bracket_of, brackets, prune_record, replacements_df
+from .columns import frame_from_columns
 from .plots import figure_png, plot_shadowing, plot_surface_size
 from .render import STYLE, esc, message_card
-from .source import LogData, load_source, step_bar
 
 __all__ = [
     "audit_index",
@@ -49,68 +39,7 @@ __all__ = [
     "summary_body",
 ]
 
-def extract_facts(text: str, *, rules: FactRules = DEFAULT_RULES) -> set[str]:
-    """The mentions `rules` find in `text` (see `surface_lab.facts`), as a set."""
-    return {m.text for m in find_mentions(text, rules=rules)}
-
-
-def _settle_points(log: LogData, traces: list[Bracket]) -> dict[int, list[int]]:
-    """For each event after which the audit looks at the surface, the replaces it
-    settles: what the model still sees once the whole manipulation is done is the surface
-    just after the replace, or after its bracket's end when an importer re-appended kept
-    items."""
-    wanted: dict[int, list[int]] = {}
-    last = len(log.events) - 1
-    for plan in log.replaces:
-        bracket = bracket_of(traces, plan.seq)
-        at = bracket.end if bracket is not None and bracket.start < plan.seq else plan.seq
-        wanted.setdefault(min(at, last), []).append(plan.seq)
-    return wanted
-
-
-def _facts_at_risk(log: LogData, traces: list[Bracket], bar: Any, rules: FactRules
-                   ) -> dict[int, list[str]]:
-    """For each replace, `facts_at_risk` of what it hid against the surface once it
-    settled. The surface is rebuilt from the entries alone (log-only events do not move
-    it); the entries' texts are decoded in one batch, each stripped and folded once for
-    the kept side, and each distinct hidden text is matched once (`texts_at_risk`'s
-    memo)."""
-    wanted = _settle_points(log, traces)
-    replaces = {p.seq: p for p in log.replaces}
-    entries = log.entries
-    needed = entries[: bisect_right(entries, max(wanted, default=-1))]
-    texts, tools = log.texts(needed), log.tools(needed)
-    authors = {s: author_from(log.type_of(s), log.source_of(s)) for s in needed}
-    stripped: dict[int, str] = {}
-    folded: dict[int, str] = {}
-
-    def kept_of(nodes: list[int]) -> KeptText:
-        for seq in nodes:
-            if seq not in stripped:
-                stripped[seq] = rules.stripped(texts[seq])
-                folded[seq] = fold(stripped[seq])
-        return KeptText("\n".join([stripped[s] for s in nodes]),
-                        "\n".join([folded[s] for s in nodes]))
-
-    memo: dict[tuple[str, str], Raw] = {}
-    nodes: list[int] = []
-    done = 0
-    at_risk: dict[int, list[str]] = {}
-    for point in sorted(wanted):
-        stop = bisect_right(entries, point)
-        for seq in entries[done:stop]:
-            nodes = apply_plan(nodes, log.plans[seq])
-        done = stop
-        for seq in wanted[point]:  # kept: the replacement and the rest of the surface
-            hidden = replaces[seq].shadowed
-            ignore = frozenset().union(*[tools[s] for s in (*hidden, *nodes) if tools[s]]) \
-                if rules.ignore_tool_names else frozenset()
-            at_risk[seq] = [m.text for m in texts_at_risk(
-                [(texts[s], authors[s]) for s in hidden], kept_of(nodes), rules=rules,
-                ignore=ignore, memo=memo)]
-            bar.update(1)
-    return at_risk
-
+_COUNTS = ("n_at_risk", "saved_tokens", "lost_evidence")  # the audit's integer columns
 
 def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True,
                      rules: FactRules = DEFAULT_RULES) -> Any:
@@ -122,35 +51,14 @@ def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True,
     `recorded_matches` is False where a trace's shadowedSeqs disagree with the fold.
     The facts read only the replaces, what they hid and the surface at each replace."""
     log = load_source(source, strict=strict, progress=progress)
-    frame = replacements_df(log) if strict else replacements_df(log, strict=False)[0]
-    # many acyclic events and texts: no collection while they are built
-    with step_bar("facts at risk", len(frame), progress) as bar, gc_paused():
-        at_risk = _facts_at_risk(log, brackets(log), bar, rules)
-    frame = frame.copy()
-    frame["shadowed_type_counts"] = [dict(Counter(types)) for types in frame["shadowed_types"]]
-    frame["facts_at_risk"] = [at_risk[int(seq)] for seq in frame["seq"]]
-    frame["n_at_risk"] = frame["facts_at_risk"].map(len).astype("int64")
-    frame["saved_tokens"] = (frame["tokens_before"] - frame["tokens_after"]).astype("int64")
-    with step_bar("evidence of loss", 1, progress, unit=" pass") as bar:
-        known = log.entries if log.replaces else []  # texts the frame mostly decoded
-        lost = Counter(e.replace_seq for e in find_lost_evidence(
-            log.events, log.plans, texts=log.texts(known), sources=log.sources(known)))
-        bar.update(1)
-    frame["lost_evidence"] = pd.Series([lost[int(s)] for s in frame["seq"]], dtype="int64",
-                                       index=frame.index)
+    with gc_paused():  # the texts of what the replaces hid: many strings, no cycle
+        replaced = replacement_columns(log)
+    frame = frame_from_columns("replacements", replaced)
+    for name, values in audit_columns(log, rules=rules, progress=progress,
+                                      replacements=replaced).items():
+        frame[name] = pd.Series(values, dtype="int64" if name in _COUNTS else object,
+                                index=frame.index)
     return frame if strict else (frame, log.problems)
-
-
-def failed_compactions(source: Any) -> list[dict[str, Any]]:
-    """Compactions that started but ended with an error (no replace was committed)."""
-    log = source if isinstance(source, LogData) else load_source(source)
-    out = []
-    for seq in log.seqs_of_type("compaction/end"):
-        data = log.read(seq).get("data")
-        if isinstance(data, Mapping) and "error" in data:
-            out.append({"seq": seq, "compaction_id": data.get("compactionId"),
-                        "turn": data.get("turn"), "error": data.get("error")})
-    return out
 
 
 def replay_differences(log: LogData, audit: pd.DataFrame) -> list[dict[str, Any]]:
@@ -391,8 +299,8 @@ def _text(value: Any) -> str:
         return ", ".join(_text(v) for v in value)
     if isinstance(value, Mapping):
         return ", ".join(f"{k}: {_text(v)}" for k, v in value.items())
-    return "" if value is None or (not hasattr(value, "__len__") and pd.isna(value)) \
-        else str(value)
+    return ("" if value is None or (not hasattr(value, "__len__") and pd.isna(value))
+        else str(value))
 
 
 def _counts(counts: Mapping[str, int]) -> str:

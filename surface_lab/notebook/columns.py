@@ -7,13 +7,14 @@ from typing import Any, Final
 
 import pandas as pd
 
+from ..analysis import events as event_columns
 from ..events import KNOWN_TYPES
 
 __all__ = ["SCHEMAS", "Column", "empty_frame", "frame_from_columns", "schema_table"]
 
 TYPES = sorted(KNOWN_TYPES)
-ROLES = ["system", "user", "assistant"]
-OPS = ["append", "replace"]
+ROLES = list(event_columns.ROLES)
+OPS = list(event_columns.OPS)
 STATES = ["not yet", "visible", "replacement", "shadowed"]
 KINDS = ["compaction", "prune", "rollback", "replace"]
 EVIDENCE = ["repeated-call", "same-target", "re-asked"]

@@ -5,62 +5,36 @@ large file loads. Columns and dtypes are those of `columns.SCHEMAS`."""
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from operator import attrgetter
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..events import SURFACE_TYPES, Event, mapping_at, message_of
+from ..analysis.brackets import replacement_columns
+from ..analysis.events import PREVIEW, Coded, Masked, event_arrays, message_fields
+from ..analysis.source import LogData, load_source
+from ..events import Event, mapping_at, message_of
 from ..gcpause import gc_paused
-from ..jsonvalue import as_int
-from ..messages import estimate_tokens, message_text, project_message, text_tokens
+from ..messages import estimate_tokens, message_text, project_message
 from ..problems import Problem
-from ..reading.columns import columns_of
-from ..reading.lines import TYPE_NAMES
-from ..reading.sequences import LogEvents
-from ..surface import REPLACE, apply_plan
-from .columns import OPS, ROLES, STATES, empty_frame, frame_from_columns
-from .source import LogData, load_source
+from ..surface import LOG_ONLY, REPLACE, apply_plan
+from .columns import STATES, empty_frame, frame_from_columns
 
 __all__ = [
-    "Bracket",
-    "bracket_appends",
-    "bracket_of",
-    "brackets",
-    "event_columns",
     "events_df",
     "messages_df",
     "nodes_at",
-    "replacement_columns",
     "replacements_df",
     "surface_df",
     "visibility_df",
 ]
 
-PREVIEW = 200
 
 
 def _finish(frame: pd.DataFrame, log: LogData, strict: bool
             ) -> pd.DataFrame | tuple[pd.DataFrame, list[Problem]]:
     return frame if strict else (frame, log.problems)
-
-
-def _int_field(data: Any, key: str) -> int | None:
-    return as_int(data.get(key)) if isinstance(data, Mapping) else None
-
-
-def _message_fields(event: Event) -> tuple[Any, Any, str | None, int | None, int | None]:
-    """(role, message id, text, chars, tokens) of a surface event (Nones otherwise)."""
-    if event["type"] not in SURFACE_TYPES:
-        return None, None, None, None, None
-    message = message_of(event)
-    message = message if isinstance(message, Mapping) else {}
-    text = message_text(event)
-    return message.get("role"), message.get("id"), text, len(text), text_tokens(text)
 
 
 def is_tombstone(event: Event) -> bool:
@@ -94,123 +68,18 @@ def events_df(source: Any, *, strict: bool = True, progress: bool = True) -> Any
     return _finish(frame_from_columns("events", _event_arrays(log)), log, strict)
 
 
-class _SurfaceFields(NamedTuple):
-    op: str | None
-    start: Any
-    end: Any
-    sources: list[Any] | None
-    role: Any
-    message_id: str | None
-    text: str | None
-    chars: int | None
-    tokens: int | None
-
-
-def _surface_fields(event: Event) -> _SurfaceFields:
-    """The `events_df` fields of an event that only surface events fill."""
-    op, cited = event.get("surfaceOp"), event.get("sourceEventSeqs")
-    start, end = (op.get("start"), op.get("end")) if isinstance(op, Mapping) else (None, None)
-    role, mid, text, chars, tokens = _message_fields(event)
-    return _SurfaceFields(
-        "append" if op == "append" else "replace" if isinstance(op, Mapping) else None,
-        start, end, list(cited) if isinstance(cited, list) else None, role,
-        mid if isinstance(mid, str) else None, text[:PREVIEW] if text is not None else None,
-        chars, tokens)
+def _typed(values: Any) -> Any:
+    """A column of `event_arrays` as the frame holds it (nullable integers, categories)."""
+    if isinstance(values, Masked):
+        return pd.arrays.IntegerArray(values.values, values.missing)
+    if isinstance(values, Coded):
+        return pd.Categorical.from_codes(values.codes,
+                                         dtype=pd.CategoricalDtype(list(values.categories)))
+    return values
 
 
 def _event_arrays(log: LogData) -> dict[str, Any]:
-    """The `events_df` columns, one way for every source: envelope columns in one pass
-    (straight from the file's lines when the fast reader kept them packed), message
-    fields from the surface events alone, visibility from the fold."""
-    with gc_paused():  # the per-event fields are dropped before the collector is back
-        return _arrays_of(log)
-
-
-def _arrays_of(log: LogData) -> dict[str, Any]:
-    events = log.events
-    n = len(events)
-    if isinstance(events, LogEvents):
-        envelope = events.columns(on_surface=_surface_fields)
-        types: Any = pd.Categorical.from_codes(
-            np.frombuffer(events.type_codes, dtype="uint8").astype("int16"),
-            dtype=pd.CategoricalDtype(list(TYPE_NAMES)))
-        line = pd.arrays.IntegerArray(
-            np.repeat(np.arange(2, len(events.first_seqs) + 1, dtype="int64"),
-                      np.diff(np.array(events.first_seqs, dtype="int64"))),
-            np.zeros(n, dtype=bool))
-    else:
-        envelope = columns_of(events, _surface_fields)
-        types = [e["type"] for e in events]  # unknown types become categories too
-        known = min(n, len(log.lines))
-        lines = np.zeros(n, dtype="int64")
-        lines[:known] = np.array(list(log.lines[:known]), dtype="int64")
-        line = pd.arrays.IntegerArray(lines, np.arange(n) >= known)
-    cols: dict[str, Any] = {
-        "seq": np.arange(n, dtype="int64"),
-        "type": types,
-        "time": envelope.time,
-        "ts": envelope.time,
-        "turn": pd.arrays.IntegerArray(envelope.turn, envelope.turn_missing),
-        "step": pd.arrays.IntegerArray(envelope.step, envelope.step_missing),
-        "line": line,
-    }
-    at = np.fromiter(envelope.surface, dtype="int64", count=len(envelope.surface))
-    fields = list(envelope.surface.values())
-    ops = np.full(n, -1, dtype="int8")
-    ops[at] = [-1 if f.op is None else OPS.index(f.op) for f in fields]
-    ranged = [(seq, f.start, f.end) for seq, f in zip(at.tolist(), fields, strict=True)
-              if f.start is not None and f.end is not None]
-    starts, ends = np.zeros(n, dtype="int64"), np.zeros(n, dtype="int64")
-    has_range = np.zeros(n, dtype=bool)
-    if ranged:
-        where, starts_at, ends_at = zip(*ranged, strict=True)
-        starts[list(where)], ends[list(where)] = starts_at, ends_at
-        has_range[list(where)] = True
-    sources = np.full(n, None, dtype=object)
-    for seq, f in zip(at.tolist(), fields, strict=True):  # lists: one by one, not spread
-        sources[seq] = f.sources
-    role_codes = {role: k for k, role in enumerate(ROLES)}
-    roles = np.full(n, -1, dtype="int8")
-    roles[at] = [role_codes.get(f.role, -1) for f in fields]
-    mids, texts = np.full(n, None, dtype=object), np.full(n, None, dtype=object)
-    mids[at], texts[at] = [f.message_id for f in fields], [f.text for f in fields]
-    chars, tokens = np.zeros(n, dtype="int64"), np.zeros(n, dtype="int64")
-    chars[at], tokens[at] = [f.chars for f in fields], [f.tokens for f in fields]
-    is_message = np.zeros(n, dtype=bool)
-    is_message[at] = True
-    on_surface = np.zeros(n, dtype=bool)
-    on_surface[np.array(log.fold.nodes, dtype="int64")] = True
-    shadowed_by = np.zeros(n, dtype="int64")
-    shadowed = np.zeros(n, dtype=bool)
-    for r in log.fold.replacements:
-        shadowed_by[r.shadowed_seqs] = r.seq
-        shadowed[r.shadowed_seqs] = True
-    cols.update({
-        "surface_op": pd.Categorical.from_codes(ops, dtype=pd.CategoricalDtype(OPS)),
-        "replace_start": pd.arrays.IntegerArray(starts, ~has_range),
-        "replace_end": pd.arrays.IntegerArray(ends, ~has_range),
-        "source_event_seqs": sources,
-        "on_surface": on_surface,
-        "shadowed_by": pd.arrays.IntegerArray(shadowed_by, ~shadowed),
-        "role": pd.Categorical.from_codes(roles, dtype=pd.CategoricalDtype(ROLES)),
-        "message_id": mids,
-        "text": texts,
-        "chars": pd.arrays.IntegerArray(chars, ~is_message),
-        "tokens": pd.arrays.IntegerArray(tokens, ~is_message),
-        "data_bytes": envelope.data_bytes,
-    })
-    return cols
-
-
-def _as_list(values: Any) -> list[Any]:
-    """Python values with None for missing ones, as the list-built columns hold."""
-    series = pd.Series(values).astype(object)
-    return series.where(series.notna(), None).tolist()
-
-
-def event_columns(log: LogData) -> dict[str, list[Any]]:
-    """The columns of `events_df`, as lists (the corpus writes them with pyarrow)."""
-    return {name: _as_list(values) for name, values in _event_arrays(log).items()}
+    return {name: _typed(values) for name, values in event_arrays(log).items()}
 
 
 def surface_df(source: Any, at: int | None = None, *, strict: bool = True,
@@ -224,7 +93,7 @@ def surface_df(source: Any, at: int | None = None, *, strict: bool = True,
     entries = [seq for seq in nodes_at(log, at) if not is_tombstone(log.events[seq])]
     for position, seq in enumerate(entries):
         event = log.events[seq]
-        role, mid, text, chars, tokens = _message_fields(event)
+        role, mid, text, chars, tokens = message_fields(event)
         replacement = isinstance(event.get("surfaceOp"), Mapping)
         cols["position"].append(position)
         cols["seq"].append(seq)
@@ -239,70 +108,6 @@ def surface_df(source: Any, at: int | None = None, *, strict: bool = True,
     return _finish(frame_from_columns("surface", cols), log, strict)
 
 
-@dataclass(frozen=True)
-class Bracket:
-    """A compaction trace: `compaction/start` .. `compaction/end` and what it recorded."""
-
-    compaction_id: Any
-    start: int
-    end: int
-    recorded: list[Any] | None
-    restored: frozenset[int]
-    kind: str
-
-
-_TRACE_TYPES = ("compaction/start", "compaction/summary", "compaction/end")
-
-
-def brackets(source: LogData | Sequence[Event]) -> list[Bracket]:
-    """Every compaction bracket of a log (an unclosed one runs to the end). Only the trace
-    events are read, found by their type."""
-    log = source if isinstance(source, LogData) else LogData("events", source)
-    out: list[Bracket] = []
-    open_at: dict[Any, int] = {}
-    summaries: dict[Any, Mapping[str, Any]] = {}
-    for seq in log.seqs_of_type(*_TRACE_TYPES):
-        event = log.read(seq)
-        data = mapping_at(event, "data")
-        cid = data.get("compactionId")
-        if not isinstance(cid, (str, int)):
-            continue
-        if event["type"] == "compaction/start":
-            open_at[cid] = seq
-        elif event["type"] == "compaction/summary":
-            summaries[cid] = data
-        elif event["type"] == "compaction/end" and cid in open_at:
-            out.append(_bracket(cid, open_at.pop(cid), seq, summaries.get(cid)))
-    out += [_bracket(cid, at, len(log.events), summaries.get(cid))
-            for cid, at in open_at.items()]
-    return sorted(out, key=lambda b: b.start)
-
-
-def _bracket(cid: Any, start: int, end: int, summary: Mapping[str, Any] | None) -> Bracket:
-    recorded = list(summary.get("shadowedSeqs") or []) if summary is not None else None
-    restored = summary.get("restoredSeqs") if summary is not None else None
-    imported = mapping_at(summary, "imported") if summary is not None else {}
-    kind = "rollback" if imported.get("kind") == "rollback" else "compaction"
-    return Bracket(cid, start, end, recorded, frozenset(
-        s for s in restored or [] if isinstance(s, int)), kind)
-
-
-_START = attrgetter("start")
-
-
-def bracket_of(traces: Sequence[Bracket], seq: int) -> Bracket | None:
-    """The bracket that holds event `seq`, if any (brackets do not nest)."""
-    at = bisect_right(traces, seq, key=_START) - 1
-    return traces[at] if at >= 0 and seq < traces[at].end else None
-
-
-def prune_record(log: LogData, seq: int) -> list[Any] | None:
-    """The shadowedSeqs a `compaction/prune` just before a tool-result rewrite recorded."""
-    if seq > 0 and log.type_of(seq - 1) == "compaction/prune":
-        return list(mapping_at(log.read(seq - 1), "data").get("shadowedSeqs") or [])
-    return None
-
-
 def replacements_df(source: Any, *, strict: bool = True, progress: bool = True) -> Any:
     """One row per replace: what it shadowed (seqs, types, sizes), what replaced it, its
     plugin and compaction id, what an importer re-appended (`restored_seqs`, not losses)
@@ -312,88 +117,6 @@ def replacements_df(source: Any, *, strict: bool = True, progress: bool = True) 
     with gc_paused():  # the texts of what the replaces hid: many strings, no cycle
         columns = replacement_columns(log)
     return _finish(frame_from_columns("replacements", columns), log, strict)
-
-
-def bracket_appends(log: LogData, traces: Sequence[Bracket]) -> dict[int, list[int]]:
-    """For each replace inside a bracket, the entries the bracket appended after it (up to
-    its next replace): the copies and new items a widened import put in the place of the
-    run it replaced, beside the replacement itself."""
-    entries = log.entries
-    out: dict[int, list[int]] = {}
-    for bracket in traces:
-        lo = bisect_right(entries, bracket.start)
-        hi = bisect_left(entries, bracket.end)
-        current: int | None = None
-        for seq in entries[lo:hi]:
-            if log.plans[seq].kind == REPLACE:
-                current = seq
-                out[seq] = []
-            elif current is not None:
-                out[current].append(seq)
-    return out
-
-
-def replacement_columns(log: LogData) -> dict[str, list[Any]]:
-    """The columns of `replacements_df`, as lists."""
-    replaces = log.replaces
-    replaced = {p.seq for p in replaces}
-    traces = brackets(log)
-    owner = {p.seq: bracket_of(traces, p.seq) for p in replaces}
-    union: dict[int, list[int]] = {}
-    for plan in replaces:
-        bracket = owner[plan.seq]
-        if bracket is not None:
-            union.setdefault(bracket.start, []).extend(plan.shadowed)
-    appended = bracket_appends(log, [b for b in traces if b.restored])
-    texts = log.texts([*replaced, *(s for p in replaces for s in p.shadowed),
-                       *(s for seqs in appended.values() for s in seqs)])
-    names = ("seq", "type", "kind", "start", "end", "shadowed_seqs", "shadowed_types",
-             "n_shadowed", "restored_seqs", "removed_seqs", "chars_before", "tokens_before",
-             "chars_after", "tokens_after", "plugin", "compaction_id", "shadows_replacement",
-             "recorded_matches")
-    cols: dict[str, list[Any]] = {k: [] for k in names}
-    for plan in replaces:
-        kind_of_event = log.type_of(plan.seq)
-        source_info = log.source_of(plan.seq)
-        plugin = source_info.get("plugin")
-        bracket = owner[plan.seq]
-        cid = source_info.get("compactionId") or (bracket.compaction_id if bracket else None)
-        shadowed = list(plan.shadowed)
-        if kind_of_event == "tool/result" and bracket is None:
-            kind, recorded = "prune", prune_record(log, plan.seq)
-            matches = None if recorded is None else recorded == shadowed
-        elif bracket is not None:
-            kind = bracket.kind
-            recorded = bracket.recorded
-            matches = None if recorded is None else recorded == union[bracket.start]
-        else:
-            kind = "compaction" if plugin == "compact" else "replace"
-            matches = None
-        restored = [s for s in shadowed if bracket is not None and s in bracket.restored]
-        # What took the run's place: the replacement, and in a widened import the copies
-        # and new items appended after it.
-        after = [plan.seq, *appended.get(plan.seq, [])]
-        cols["seq"].append(plan.seq)
-        cols["type"].append(kind_of_event)
-        cols["kind"].append(kind)
-        op = {} if shadowed else mapping_at(log.read(plan.seq), "surfaceOp")
-        cols["start"].append(shadowed[0] if shadowed else op.get("start"))
-        cols["end"].append(shadowed[-1] if shadowed else op.get("end"))
-        cols["shadowed_seqs"].append(shadowed)
-        cols["shadowed_types"].append(log.types_of(shadowed))
-        cols["n_shadowed"].append(len(shadowed))
-        cols["restored_seqs"].append(restored)
-        kept = set(restored)
-        cols["removed_seqs"].append([s for s in shadowed if s not in kept])
-        cols["chars_before"].append(sum(len(texts[s]) for s in shadowed))
-        cols["tokens_before"].append(sum(text_tokens(texts[s]) for s in shadowed))
-        cols["chars_after"].append(sum(len(texts[s]) for s in after))
-        cols["tokens_after"].append(sum(text_tokens(texts[s]) for s in after))
-        cols["plugin"].append(plugin if isinstance(plugin, str) else None)
-        cols["compaction_id"].append(str(cid) if isinstance(cid, (str, int)) else None)
-        cols["shadows_replacement"].append(any(s in replaced for s in shadowed))
-        cols["recorded_matches"].append(matches)
-    return cols
 
 
 def messages_df(source: Any, at: int | None = None, *, strict: bool = True,
@@ -430,14 +153,14 @@ def visibility_df(source: Any, *, steps: Sequence[int] | None = None,
     """Long form `step, seq, state` for every entry that was ever on the surface, at every
     step (or the given steps); step k is just after event k."""
     log = load_source(source, strict=strict, progress=progress)
-    entries = np.array([p.seq for p in log.plans if p.kind != 0], dtype="int64")
+    entries = np.array([p.seq for p in log.plans if p.kind != LOG_ONLY], dtype="int64")
     if not len(entries) or not log.events:
         return _finish(empty_frame("visibility"), log, strict)
     replaced_at = log.shadowed_by
     gone = np.array([replaced_at.get(int(s), np.iinfo("int64").max) for s in entries])
-    is_replacement = np.array([p.kind == REPLACE for p in log.plans if p.kind != 0])
-    chosen = np.arange(len(log.events), dtype="int64") if steps is None \
-        else np.asarray(list(steps), dtype="int64")
+    is_replacement = np.array([p.kind == REPLACE for p in log.plans if p.kind != LOG_ONLY])
+    chosen = (np.arange(len(log.events), dtype="int64") if steps is None
+        else np.asarray(list(steps), dtype="int64"))
     step_grid = np.repeat(chosen, len(entries))
     seq_grid = np.tile(entries, len(chosen))
     state = np.where(step_grid < seq_grid, 0,

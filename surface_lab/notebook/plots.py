@@ -16,10 +16,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from ..analysis.brackets import Bracket, bracket_of, brackets
+from ..analysis.source import LogData, load_source
 from ..events import mapping_at, message_of
 from ..messages import text_tokens
-from .frames import Bracket, bracket_of, brackets
-from .source import LogData, load_source
 
 __all__ = ["OKABE_ITO", "figure_png", "plot_shadowing", "plot_surface_size",
            "plot_visibility"]
@@ -140,8 +140,8 @@ def plot_shadowing(source: Any, *, ax: Axes | None = None, max_lanes: int = 40,
                               label=f"failed compaction ({len(failed)})"))
     # A lane per replace; past max_lanes, replaces share lanes where they do not overlap.
     spans = [(min(p.shadowed, default=p.seq), p.seq) for p in replaces]
-    lanes = list(range(len(replaces))) if len(replaces) <= max_lanes \
-        else _pack(spans, max_lanes)
+    lanes = (list(range(len(replaces))) if len(replaces) <= max_lanes
+        else _pack(spans, max_lanes))
     span_rects: list[Rect] = []
     removed_runs: list[Rect] = []  # runs of adjacent removed entries, one block each
     restored_runs: list[Rect] = []  # runs of entries the bracket copied back

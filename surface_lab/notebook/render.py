@@ -73,8 +73,8 @@ def message_card(event: Mapping[str, Any], *, tags: tuple[str, ...] = (),
                  extra_class: str = "", max_chars: int | None = MAX_CHARS) -> str:
     """One surface entry as an HTML card: type, seq, message id, role and its text (cut
     after `max_chars`; whole with None)."""
-    message = event.get("data") if event["type"] in ("user/message", "context/message") \
-        else (event.get("data") or {}).get("message")
+    message = (event.get("data") if event["type"] in ("user/message", "context/message")
+        else (event.get("data") or {}).get("message"))
     message = message if isinstance(message, Mapping) else {}
     text = message_text(event)
     shown = text if max_chars is None or len(text) <= max_chars else (

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..analysis.source import LogData, load_source
 from ..events import Event
 from ..messages import project_message
 from ..surface import APPEND, REPLACE, Plan, apply_plan
-from .source import LogData, load_source
 
 __all__ = ["Replay"]
 

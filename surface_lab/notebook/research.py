@@ -3,6 +3,7 @@ with their source, and what-if policy comparisons with their figure."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -12,15 +13,16 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..evidence import find_lost_evidence
-from ..policies import Policy, replay_policy
+from ..analysis.brackets import brackets, replacement_columns
+from ..analysis.evidence import find_lost_evidence
+from ..analysis.policies import Policy, recording_of, replay_policy
+from ..analysis.source import LogData, load_source
+from ..storage.read import LogReading, read_log
 from ..surface import REPLACE, apply_plan
 from ..tokens import Tokenizer, request_tokens
 from .audit import compaction_audit
 from .columns import frame_from_columns
-from .frames import brackets, replacement_columns
 from .plots import OKABE_ITO
-from .source import LogData, load_source
 
 __all__ = ["PolicyComparison", "compare_policies", "lost_evidence_df", "plot_policies",
            "tokens_df"]
@@ -32,7 +34,7 @@ def _finish(frame: pd.DataFrame, log: LogData, strict: bool) -> Any:
 
 def lost_evidence_df(source: Any, *, strict: bool = True, progress: bool = True) -> Any:
     """One row per action after a replace that shows the agent needed what it hid
-    (`surface_lab.evidence.find_lost_evidence`): a repeated call, the same tool on the
+    (`surface_lab.analysis.evidence.find_lost_evidence`): a repeated call, the same tool on the
     same target, or a question about hidden user text."""
     log = load_source(source, strict=strict, progress=progress)
     found = find_lost_evidence(log.events, log.plans)
@@ -90,8 +92,8 @@ def _requests(log: LogData, tokenizer: Tokenizer | None) -> list[Any]:
     cache: dict[int, tuple[int, int | None]] = {}
     out = []
     for plan in log.plans:
-        if log.events[plan.seq]["type"] == "assistant/message" and plan.kind != REPLACE \
-                and plan.seq not in copies:
+        if (log.events[plan.seq]["type"] == "assistant/message" and plan.kind != REPLACE
+                and plan.seq not in copies):
             out.append(request_tokens(log.events, nodes, plan.seq, tokenizer, cache))
         nodes = apply_plan(nodes, plan)
     return out
@@ -143,7 +145,7 @@ def compare_policies(source: Any, policies: Mapping[str, Policy | None], *,
 
     Args:
         source: a path, a `read_log` result, a `Session`, an `ImportResult` or events.
-        policies: name -> policy (see `surface_lab.policies`; None replays with none).
+        policies: name -> policy (see `surface_lab.analysis.policies`; None replays with none).
         summarizer: for compactions (default: the offline `ExtractiveSummarizer`).
         tokenizer: a callable text -> token count.
         recorded: the recorded policy's row name, or None to leave it out.
@@ -151,14 +153,14 @@ def compare_policies(source: Any, policies: Mapping[str, Policy | None], *,
     if recorded is not None and recorded in policies:
         raise ValueError(f"{recorded!r} names the recorded policy; give another name")
     logs: dict[str, LogData] = {}
+    if isinstance(source, (str, os.PathLike)):  # read once: every row starts from it
+        source = read_log(source)
+    recording = recording_of(source)
     if recorded is not None:
-        base = source
-        if hasattr(source, "header") and hasattr(source, "events") and not isinstance(
-                source, LogData):
-            base = list(source.events)  # an ImportResult or a Session
+        base = source if isinstance(source, (LogReading, LogData)) else recording.events
         logs[recorded] = load_source(base, progress=False)
     for name, policy in policies.items():
-        logs[name] = load_source(replay_policy(source, policy, summarizer=summarizer,
+        logs[name] = load_source(replay_policy(recording, policy, summarizer=summarizer,
                                                tokenizer=tokenizer), progress=False)
     rows, steps = [], []
     for name, log in logs.items():

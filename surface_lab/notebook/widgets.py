@@ -10,17 +10,21 @@ import io
 import warnings
 from typing import Any, cast
 
-import ipywidgets as widgets
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from PIL import Image
 
+from ..analysis.source import LogData
 from .plots import plot_surface_size
 from .render import step_html
 from .replay import Replay
-from .source import LogData
 
 __all__ = ["ReplayWidget", "SurfaceSizeFigure"]
+
+try:  # the frames and plots work without ipywidgets; only the widget needs it
+    import ipywidgets as widgets
+except ImportError:  # (tests/test_layers.py blocks it in a fresh interpreter)
+    widgets = None
 
 
 class SurfaceSizeFigure:
@@ -63,8 +67,17 @@ class SurfaceSizeFigure:
         return buffer.getvalue()
 
 
+class _MissingWidgets:
+    """What `ReplayWidget` is where ipywidgets is not installed: it says so when built."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise ImportError("ReplayWidget needs ipywidgets, which is not installed: "
+                          "python -m pip install 'surface_lab[notebook]' (the frames, "
+                          "plots and Replay work without it)", name="ipywidgets")
+
+
 # ipywidgets ships no type information, so VBox is Any to mypy.
-class ReplayWidget(widgets.VBox):  # type: ignore[misc]
+class ReplayWidget(widgets.VBox if widgets is not None else _MissingWidgets):  # type: ignore[misc]
     """Step through a log: Play, a slider, back/step buttons, the surface-size figure with
     the replay position marked and the model's view as HTML. A `VBox`: display it, or put
     it in any other container (`VBox([ReplayWidget(log), ...])`).
@@ -99,8 +112,8 @@ class ReplayWidget(widgets.VBox):  # type: ignore[misc]
         self._figure = SurfaceSizeFigure(self.replay.log) if figure and last >= 0 else None
         self.slider.observe(self._render, names="value")
         controls = widgets.HBox([self.play, self.back_button, self.step_button, self.slider])
-        self.children = (controls, self.image, self.html) if self._figure is not None \
-            else (controls, self.html)
+        self.children = ((controls, self.image, self.html) if self._figure is not None
+            else (controls, self.html))
         self._render()
 
     @property

@@ -144,8 +144,8 @@ def read_log_bytes(path: Path) -> tuple[bytes, bool]:
         committed = len(out)  # the end of the last whole frame
         with contextlib.suppress(zstandard.ZstdError):
             declared = zstandard.get_frame_parameters(view[start : start + 18]).content_size
-            if declared != zstandard.CONTENTSIZE_UNKNOWN and \
-                    committed + declared > MAX_DECOMPRESSED_BYTES:
+            if (declared != zstandard.CONTENTSIZE_UNKNOWN and
+                    committed + declared > MAX_DECOMPRESSED_BYTES):
                 raise too_big(committed + declared)
         dobj = dctx.decompressobj()
         fed = start

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping
-from itertools import compress, count
 from typing import Any, Generic, TypeVar, cast
 
 import msgspec
@@ -18,7 +17,7 @@ from ..surface import PlanList
 from ..views import ReadOnlySequence
 from .codec import BadLine, parse_line
 from .columns import EventColumns, event_columns
-from .lines import CODE, IS_SURFACE, ROW, TYPE_NAMES, Records
+from .lines import CODE, ROW, TYPE_NAMES, Records
 
 # PlanList: surface's
 __all__ = ["LineData", "LineMessage", "LineNumbers", "LogEvents", "MessageLine", "PlanList"]
@@ -219,15 +218,6 @@ class LogEvents(ReadOnlySequence[Event]):
     def lookup(self, seq: int) -> Mapping[str, Any] | None:
         """`raw(seq)`, or None outside the log: the planner's lookup, which reads data."""
         return self.raw(seq) if 0 <= seq < len(self) else None
-
-    def surface_seqs(self) -> list[int]:
-        """The seqs of the surface-type events, in order."""
-        first = self._records.first_seq
-        return [first[k] for k in compress(count(), self._records.codes.translate(IS_SURFACE))]
-
-    def data_sizes(self) -> list[int]:
-        """`len(dumps(event["data"]))` of every event."""
-        return cast(list[int], self.columns().data_bytes.tolist())
 
 
 class LineNumbers(ReadOnlySequence[int]):

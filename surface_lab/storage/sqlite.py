@@ -130,8 +130,8 @@ class ReadOnlyConnection:
             db.execute("PRAGMA user_version").fetchone()
         except sqlite3.Error as err:
             db.close()
-            if err.sqlite_errorcode & 0xFF != sqlite3.SQLITE_CANTOPEN or \
-                    not _read_only_folder(self.path):
+            if (err.sqlite_errorcode & 0xFF != sqlite3.SQLITE_CANTOPEN or
+                    not _read_only_folder(self.path)):
                 raise
             if seen[0] and os.path.getsize(f"{self.path}-wal") > 0:
                 return self._copy_with_wal(), seen

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
+
+from shared_logs import SHARED
 
 from surface_lab import Session, derive_messages, fold_surface
 from surface_lab.importers import ImportResult
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("SURFACE_LAB_SHARED", ROOT.parent / "shared"))
 OTHER = SHARED / "real_logs" / "other"
 
 

@@ -464,14 +464,14 @@ def test_odd_field_values_give_problems_never_a_foreign_exception(
 def test_a_foreign_exception_inside_the_importer_becomes_a_located_import_error(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from surface_lab.importers import claude_code
-    from surface_lab.importers.common import ImportError_
+    from surface_lab.importers.common import ImportFailure
 
     def broken(*args: Any) -> Any:
         raise KeyError("uuid")
 
     monkeypatch.setattr(claude_code, "_responses", broken)
     path = _write(tmp_path / "s.jsonl", _interleaved())
-    with pytest.raises(ImportError_, match=r"s\.jsonl: cannot import: KeyError") as caught:
+    with pytest.raises(ImportFailure, match=r"s\.jsonl: cannot import: KeyError") as caught:
         import_claude_code(path)
     assert caught.value.code == "importer-error" and caught.value.path == str(path)
 

@@ -252,8 +252,8 @@ def test_an_elided_observation_is_a_content_only_rewrite(tmp_path: Path, form: s
 
 def test_the_audit_sees_the_masking(tmp_path: Path) -> None:
     pytest.importorskip("pandas")
+    from surface_lab.analysis.source import load_source
     from surface_lab.notebook import replacements_df
-    from surface_lab.notebook.source import load_source
 
     result = import_swe_agent(_write_swe(tmp_path, "query"))
     frame = replacements_df(load_source(list(result.events), progress=False))

@@ -75,7 +75,7 @@ def test_each_bad_source_is_a_row_and_the_build_finishes(tmp_path: Path) -> None
         capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
-    c = corpus.open(out)
+    c = corpus.open_corpus(out)
     rows = c.sql("select source, coalesce(problem_code, 'none') as problem_code, events "
                  "from sessions order by source")
     codes = dict(zip(rows["source"], rows["problem_code"], strict=True))
@@ -105,6 +105,6 @@ def test_each_bad_source_is_a_row_and_the_build_finishes(tmp_path: Path) -> None
 def test_a_damaged_manifest_is_a_package_error(tmp_path: Path, text: bytes) -> None:
     (tmp_path / corpus.MANIFEST).write_bytes(text)
     with pytest.raises(SurfaceLabError) as info:
-        corpus.open(tmp_path)
+        corpus.open_corpus(tmp_path)
     assert info.value.code in ("corpus-damaged", "schema-unsupported")
     assert str(tmp_path) in str(info.value)

@@ -36,15 +36,15 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 sys.path.insert(0, str(ROOT))
 
-from surface_lab.importers import import_any  # noqa: E402
-from surface_lab.messages import message_text  # noqa: E402
-from surface_lab.policies import (  # noqa: E402
+from surface_lab.analysis.policies import (  # noqa: E402
     Compact,
     MaskObservations,
     Prune,
     history_removed,
     replay_policy,
 )
+from surface_lab.importers import import_any  # noqa: E402
+from surface_lab.messages import message_text  # noqa: E402
 from surface_lab.session import Session  # noqa: E402
 
 SHARED = Path(os.environ.get("SURFACE_LAB_SHARED", ROOT.parent / "shared"))

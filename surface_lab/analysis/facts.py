@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, replace
 from functools import cached_property, lru_cache
 from typing import Any
 
-from .events import message_of
-from .messages import called_tools, message_text
+from ..events import message_of
+from ..messages import called_tools, message_text
 
 __all__ = [
     "DEFAULT_RULES",
@@ -505,8 +505,8 @@ def _words(text: str, repeated: set[str]) -> Words:
     keys: list[str] = []
     # the template of each line is that line of the text's template (see `_Scan`)
     for line, template in zip(text.split("\n"), _template(text).split("\n"), strict=True):
-        keys += [w + _MARK for w in line.split()] if template.strip() in repeated \
-            else line.split()
+        keys += ([w + _MARK for w in line.split()] if template.strip() in repeated
+            else line.split())
     return Counter(keys)
 
 

@@ -12,11 +12,7 @@ from ..errors import CorruptLogError, StorageError, SurfaceLabError, Unsupported
 from ..events import Event
 from ..jsonvalue import FrozenDict
 from ..problems import Problem
-from ..session import Session
-from ..storage.jsonl import JsonlStore
-from ..storage.sqlite import SqliteStore
-from ..surface import FoldResult, Plan
-from .codec import (
+from ..reading.codec import (
     BadLine,
     Progress,
     parse_line,
@@ -24,10 +20,14 @@ from .codec import (
     refusal,
     scan_committed,
 )
-from .fast import fast_check
-from .paths import choose_session, resolve
-from .pipeline import CheckedLog, check_header_line, check_log
-from .scan import Scan
+from ..reading.fast import fast_check
+from ..reading.paths import choose_session, resolve
+from ..reading.pipeline import CheckedLog, check_header_line, check_log
+from ..reading.scan import Scan
+from ..session import Session
+from ..surface import FoldResult, Plan
+from .jsonl import JsonlStore
+from .sqlite import SqliteStore
 
 __all__ = ["LogReading", "read_log", "read_path"]
 
@@ -48,6 +48,8 @@ class LogReading:
     lines: Sequence[int]
     # The plan each event committed, from whichever reader (SPEC 4.1; linear: SPEC 10).
     plans: Sequence[Plan] | None = None
+    # "surface", or the importer format of another agent's log imported on the fly.
+    source_format: str = "surface"
 
     @property
     def valid(self) -> bool:
@@ -73,8 +75,8 @@ class LogReading:
 
 
 def _same_session(scan: Scan, session_id: str | None, path: Path) -> Scan:
-    if session_id is not None and isinstance(scan.header, dict) \
-            and scan.header.get("id") != session_id:
+    if (session_id is not None and isinstance(scan.header, dict)
+            and scan.header.get("id") != session_id):
         raise StorageError(f"{path}: holds session {scan.header.get('id')!r}, not "
                            f"{session_id!r}", path=str(path))
     return scan
@@ -121,9 +123,62 @@ def _read_file(file: Path, session_id: str | None, progress: Progress | None,
                       events.lines, plans)
 
 
+def _imported(path: Path, fmt: str, session_id: str | None) -> LogReading:
+    """Another agent's log, imported in memory (`importers.import_any`) and checked by the
+    load pipeline like any log; the importer's notes and problems come first."""
+    from ..importers import import_any
+
+    result = import_any(path, fmt=fmt)
+    if session_id is not None and result.header.get("id") != session_id:
+        raise StorageError(f"{path}: holds session {result.header.get('id')!r}, not "
+                           f"{session_id!r}", path=str(path))
+    header = {"type": "session", "delegationDepth": 0, **result.header}
+    reading = LogReading._from(check_log(Scan(path=str(path), header=header,
+                                              events=list(result.events))))
+    reading.problems[:0] = [*result.notes, *result.problems]
+    reading.source_format = fmt
+    return reading
+
+
+def _foreign(path: Path) -> str | None:
+    """The importer format of `path`, when looking can tell (never raises)."""
+    from ..importers import detect_format
+
+    try:
+        return detect_format(path)
+    except (RecursionError, ValueError, OSError):  # UnicodeDecodeError is a ValueError
+        return None
+
+
+def _refused(path: Path) -> str | None:
+    """Why another kind of JSON at `path` is no log this package reads (never raises)."""
+    from ..importers import refusal_reason
+
+    try:
+        return refusal_reason(path)
+    except (RecursionError, ValueError, OSError):  # UnicodeDecodeError is a ValueError
+        return None
+
+
+def _no_session(where: str, option: str) -> StorageError:
+    """A folder that holds no log itself, with what lies below it when something does."""
+    from ..reading.paths import discover
+
+    try:
+        below = discover(where)
+    except StorageError:
+        below = None
+    if below is None or not len(below):
+        return StorageError(f"{where}: holds no session", path=where)
+    how = ("audit takes them all, or give one of them" if option != "session_id=" else
+           "surface_lab.discover(folder) lists them; read one of them")
+    return StorageError(f"{where}: holds no log itself, but {below.summary()} below it; "
+                        f"{how}", path=where)
+
+
 def _read(path: str | os.PathLike[str], session_id: str | None, progress: Progress | None,
           fast: bool, option: str) -> LogReading | Scan:
-    """Read what `path` resolves to (`reading.paths`)."""
+    """Read what `path` resolves to (`reading.paths`); another agent's log is imported."""
     where = os.fspath(path)
     found = resolve(path)
     if found.kind == "logs":
@@ -133,13 +188,33 @@ def _read(path: str | os.PathLike[str], session_id: str | None, progress: Progre
     if found.kind == "store":
         store = JsonlStore(found.path)
         ids = store.list()
+        if not ids:
+            fmt = _foreign(found.path)  # an OpenHands conversation folder, say
+            if fmt is not None:
+                return _imported(found.path, fmt, session_id)
+            raise _no_session(where, option)
         return store.scan(ids[choose_session(ids, session_id, where, option=option)])
     if found.kind == "sqlite":
         with SqliteStore(found.path, read_only=True) as db:
             ids = db.list()
             return db.scan(ids[choose_session(ids, session_id, where, option=option)])
     assert found.file is not None
-    return _read_file(found.file, session_id, progress, fast)
+    try:
+        read = _read_file(found.file, session_id, progress, fast)
+        return read if isinstance(read, LogReading) else LogReading._from(check_log(read))
+    except (CorruptLogError, UnsupportedFormatError, StorageError) as err:
+        # another agent's file fails as a surface log on its first line
+        first_line = err.line in (None, 1) or err.code == "seq-gap"
+        if not first_line or refusal(found.file) is not None:
+            raise
+        fmt = _foreign(found.file)
+        if fmt is None:
+            why = _refused(found.file)  # an agent not imported yet, JSON that is no log
+            if why is None:
+                raise
+            raise UnsupportedFormatError(f"{found.file}: {why}", code="format-unsupported",
+                                         path=str(found.file), line=1) from err
+        return _imported(found.file, fmt, session_id)
 
 
 def read_path(path: str | os.PathLike[str], *, session_id: str | None = None,
@@ -152,18 +227,6 @@ def read_path(path: str | os.PathLike[str], *, session_id: str | None = None,
         return read if isinstance(read, LogReading) else LogReading._from(check_log(read))
     except OSError as err:
         raise StorageError(f"{path}: {err.strerror or err}", path=str(path)) from err
-    except (CorruptLogError, UnsupportedFormatError, StorageError) as err:
-        if err.line not in (None, 1) and err.code != "seq-gap":
-            raise
-        from ..importers import foreign_format_hint
-
-        if refusal(Path(path)) is not None:
-            raise
-        hint = foreign_format_hint(Path(path))
-        if hint is None:
-            raise
-        raise UnsupportedFormatError(hint, code="format-unsupported", path=str(path),
-                                     line=1 if Path(path).is_file() else None) from err
 
 
 def read_log(path: str | os.PathLike[str], *, session_id: str | None = None,
@@ -173,8 +236,10 @@ def read_log(path: str | os.PathLike[str], *, session_id: str | None = None,
 
     Args:
         path: a `.jsonl` or `.jsonl.zstd` file (or a folder holding one), a JSONL store
-            folder, a SQLite database, or a folder or glob of plain logs (see
-            `reading.paths`; a FIFO, a device or a file under /proc is refused unopened).
+            folder, a SQLite database, another agent's log (imported in memory, the
+            importer's notes first among `.problems`; `.source_format` names it), or a
+            folder or glob of logs (see `reading.paths`; a FIFO, a device or a file
+            under /proc is refused unopened).
         session_id: which session of a store, database or folder of logs (the only one
             by default).
         progress: called now and then with (lines read, lines in all) while scanning.
@@ -190,5 +255,6 @@ def read_log(path: str | os.PathLike[str], *, session_id: str | None = None,
         CorruptLogError: damaged committed data (the inner code kept, with line and seq).
         UnsupportedFormatError: another format or schema version.
         StorageError: a missing or refused path, or an ambiguous session.
+        ImportFailure: another agent's log its importer cannot read.
     """
     return read_path(path, session_id=session_id, progress=progress, check=check)

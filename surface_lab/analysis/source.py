@@ -13,16 +13,16 @@ from typing import Any, cast
 
 from ..errors import AdmissionError, SurfaceLabError
 from ..events import Event, mapping_at, message_of
-from ..facts import tool_names
 from ..messages import message_text
 from ..problems import Problem
 from ..reading.codec import scan_file
 from ..reading.lines import TYPE_NAMES
-from ..reading.read import LogReading, read_log
 from ..reading.sequences import LogEvents
 from ..session import Session
 from ..storage.base import Store
+from ..storage.read import LogReading, read_log
 from ..surface import LOG_ONLY, REPLACE, FoldResult, Plan, PlanList, fold_surface
+from .facts import tool_names
 
 __all__ = ["LogData", "Source", "load_source", "step_bar"]
 

@@ -16,13 +16,13 @@ from typing import Any, NamedTuple, cast
 import msgspec
 from msgspec import UNSET
 
-from .events import Event, message_of
+from ..events import Event, message_of
+from ..gcpause import gc_paused
+from ..messages import Block, blocks_text, message_text
+from ..reading.lines import TYPE_NAMES
+from ..reading.sequences import LogEvents, MessageLine
+from ..surface import APPEND, LOG_ONLY, Plan, PlanList, apply_plan, plan_event
 from .facts import DEFAULT_RULES, author_from, author_of, find_mentions
-from .gcpause import gc_paused
-from .messages import Block, blocks_text, message_text
-from .reading.lines import TYPE_NAMES
-from .reading.sequences import LogEvents, MessageLine
-from .surface import APPEND, LOG_ONLY, Plan, PlanList, apply_plan, plan_event
 
 __all__ = ["KINDS", "LostEvidence", "find_lost_evidence", "plan_log"]
 
@@ -150,8 +150,8 @@ def _turn(turn: Any) -> int | None:
 def _blocks(event: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     message = message_of(event)
     content = message.get("content") if isinstance(message, _MAPPINGS) else None
-    return [b for b in content if isinstance(b, _MAPPINGS)] if isinstance(content, list) \
-        else []
+    return ([b for b in content if isinstance(b, _MAPPINGS)] if isinstance(content, list)
+        else [])
 
 
 def _entry(event: Mapping[str, Any], appended: bool) -> _Entry:
@@ -294,8 +294,8 @@ def find_lost_evidence(events: Sequence[Event], plans: Sequence[Plan] | None = N
             known are not read again, and those whose text alone is known are read
             without it.
     """
-    plans = PlanList.of(plans if plans is not None else plan_log(events)) \
-        if not isinstance(plans, PlanList) else plans
+    plans = (PlanList.of(plans if plans is not None else plan_log(events))
+        if not isinstance(plans, PlanList) else plans)
     if not plans.replaces:
         return []  # nothing was ever hidden
     seqs = _surface_seqs(plans)

@@ -11,20 +11,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .agent.compaction import (
+from ..errors import AdmissionError
+from ..events import SURFACE_TYPES, Event, mapping_at
+from ..messages import message_text
+from ..session import Session
+from ..storage.jsonl import JsonlStore
+from ..storage.read import LogReading, read_log
+from ..tokens import Tokenizer, count_tokens
+from .compaction import (
     CompactionPolicy,
     ExtractiveSummarizer,
     ToolResultPruner,
     write_compaction,
     write_tool_result_rewrite,
 )
-from .errors import AdmissionError
-from .events import SURFACE_TYPES, Event, mapping_at
-from .messages import message_text
-from .reading.read import LogReading, read_log
-from .session import Session
-from .storage.jsonl import JsonlStore
-from .tokens import Tokenizer, count_tokens
 
 __all__ = [
     "Compact",
@@ -32,8 +32,10 @@ __all__ = [
     "Policy",
     "PolicyView",
     "Prune",
+    "Recording",
     "Rewrite",
     "history_removed",
+    "recording_of",
     "replay_policy",
 ]
 
@@ -106,8 +108,8 @@ class MaskObservations:
     one-line placeholder (`{chars}` is the hidden length); the calls stay visible."""
 
     keep_last: int = 3
-    placeholder: str = "[tool result of {chars} characters hidden; call the tool again " \
-                       "if you need it]"
+    placeholder: str = ("[tool result of {chars} characters hidden; call the tool again "
+                       "if you need it]")
 
     def __call__(self, view: PolicyView) -> list[Rewrite]:
         results = [s for s in view.nodes if view.events[s]["type"] == "tool/result"]
@@ -147,20 +149,36 @@ def _summarizer(value: Any) -> Any:
                     f"got {type(value).__name__}")
 
 
-def _resolve(source: Any) -> tuple[list[Event], dict[str, Any]]:
-    """(events, header) of a path, a `read_log` result, a `Session`, an `ImportResult`, a
-    notebook `LogData` or a list of events."""
+@dataclass(frozen=True)
+class Recording:
+    """A recorded session ready to replay: its events (seqs from 0) and its header."""
+
+    events: Sequence[Event]
+    header: Mapping[str, Any]
+
+
+def recording_of(source: Any) -> Recording:
+    """The events and header of a path (read once, another agent's log imported), a
+    `read_log` result, a `Session`, an `ImportResult`, a `LogData`, a `Recording` or a
+    list of events.
+
+    Raises:
+        SurfaceLabError: for a path that cannot be read.
+        TypeError: for anything else.
+    """
+    if isinstance(source, Recording):
+        return source
     if isinstance(source, (str, os.PathLike)):
         source = read_log(Path(source))
     if isinstance(source, (LogReading, Session)) or (
             hasattr(source, "events") and hasattr(source, "header")):
-        return list(source.events), dict(source.header)
+        return Recording(list(source.events), dict(source.header))
     if hasattr(source, "events") and hasattr(source, "session_id"):  # a LogData
         events = list(source.events)
-        return events, _header(str(source.session_id), events)
+        return Recording(events, _header(str(source.session_id), events))
     if isinstance(source, Sequence) and not isinstance(source, (str, bytes)):
         events = list(source)
-        return events, _header("events", events)
+        return Recording(events, _header("events", events))
     raise TypeError(f"cannot replay {type(source).__name__}; give a path, a read_log "
                     f"result, a Session, an ImportResult or a list of events")
 
@@ -252,8 +270,8 @@ def replay_policy(source: Any, policy: Policy | Sequence[Policy] | None, *,
     when the log has no steps).
 
     Args:
-        source: a path, a `read_log` result, a `Session`, an `ImportResult`, a
-            `LogData` or events.
+        source: a path (another agent's log is imported), a `read_log` result, a
+            `Session`, an `ImportResult`, a `LogData`, a `Recording` or events.
         policy: a callable `PolicyView -> [Rewrite]` (`Compact`, `Prune`,
             `MaskObservations` or your own), several applied in order, or None for none.
         summarizer: what writes compaction summaries: an object with
@@ -269,7 +287,8 @@ def replay_policy(source: Any, policy: Policy | Sequence[Policy] | None, *,
     Raises:
         AdmissionError: when a policy asks for a replace the surface rules refuse.
     """
-    events, header = _resolve(source)
+    recording = recording_of(source)
+    events, header = recording.events, recording.header
     policies: Sequence[Policy] = () if policy is None else (
         [policy] if callable(policy) else list(policy))
     new_id = session_id or f"{header.get('id', 'session')}~whatif"

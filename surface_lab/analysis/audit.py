@@ -1,0 +1,149 @@
+"""The compaction audit's core, without pandas: for each replace, the facts it put at risk
+against the surface once it settled, how many later actions show the agent needed what
+it hid, and the compactions that failed. `notebook.compaction_audit` is its frame."""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from ..gcpause import gc_paused
+from ..surface import apply_plan
+from .brackets import Bracket, bracket_of, brackets, replacement_columns
+from .evidence import find_lost_evidence
+from .facts import (
+    DEFAULT_RULES,
+    FactRules,
+    KeptText,
+    Raw,
+    author_from,
+    find_mentions,
+    fold,
+    texts_at_risk,
+)
+from .source import LogData, load_source, step_bar
+
+__all__ = [
+    "AUDIT_COLUMNS",
+    "audit_columns",
+    "extract_facts",
+    "facts_at_risk_by_replace",
+    "failed_compactions",
+    "lost_evidence_counts",
+    "settle_points",
+]
+
+# What the audit adds to the replacement columns, in this order.
+AUDIT_COLUMNS = ("shadowed_type_counts", "facts_at_risk", "n_at_risk", "saved_tokens",
+                 "lost_evidence")
+
+
+def extract_facts(text: str, *, rules: FactRules = DEFAULT_RULES) -> set[str]:
+    """The mentions `rules` find in `text` (see `surface_lab.analysis.facts`), as a set."""
+    return {m.text for m in find_mentions(text, rules=rules)}
+
+
+def settle_points(log: LogData, traces: list[Bracket]) -> dict[int, list[int]]:
+    """For each event after which the audit looks at the surface, the replaces it
+    settles: what the model still sees once the whole manipulation is done is the surface
+    just after the replace, or after its bracket's end when an importer re-appended kept
+    items."""
+    wanted: dict[int, list[int]] = {}
+    last = len(log.events) - 1
+    for plan in log.replaces:
+        bracket = bracket_of(traces, plan.seq)
+        at = bracket.end if bracket is not None and bracket.start < plan.seq else plan.seq
+        wanted.setdefault(min(at, last), []).append(plan.seq)
+    return wanted
+
+
+def facts_at_risk_by_replace(log: LogData, rules: FactRules = DEFAULT_RULES, *,
+                             traces: list[Bracket] | None = None, bar: Any = None
+                             ) -> dict[int, list[str]]:
+    """For each replace, `facts_at_risk` of what it hid against the surface once it
+    settled. The surface is rebuilt from the entries alone (log-only events do not move
+    it); the entries' texts are decoded in one batch, each stripped and folded once for
+    the kept side, and each distinct hidden text is matched once (`texts_at_risk`'s
+    memo). `bar.update(1)`, when a bar is given, is called once a replace; `traces` are
+    the log's `brackets` when already found."""
+    wanted = settle_points(log, brackets(log) if traces is None else traces)
+    replaces = {p.seq: p for p in log.replaces}
+    entries = log.entries
+    needed = entries[: bisect_right(entries, max(wanted, default=-1))]
+    texts, tools = log.texts(needed), log.tools(needed)
+    authors = {s: author_from(log.type_of(s), log.source_of(s)) for s in needed}
+    stripped: dict[int, str] = {}
+    folded: dict[int, str] = {}
+
+    def kept_of(nodes: list[int]) -> KeptText:
+        for seq in nodes:
+            if seq not in stripped:
+                stripped[seq] = rules.stripped(texts[seq])
+                folded[seq] = fold(stripped[seq])
+        return KeptText("\n".join([stripped[s] for s in nodes]),
+                        "\n".join([folded[s] for s in nodes]))
+
+    memo: dict[tuple[str, str], Raw] = {}
+    nodes: list[int] = []
+    done = 0
+    at_risk: dict[int, list[str]] = {}
+    for point in sorted(wanted):
+        stop = bisect_right(entries, point)
+        for seq in entries[done:stop]:
+            nodes = apply_plan(nodes, log.plans[seq])
+        done = stop
+        for seq in wanted[point]:  # kept: the replacement and the rest of the surface
+            hidden = replaces[seq].shadowed
+            ignore = (frozenset().union(*[tools[s] for s in (*hidden, *nodes) if tools[s]])
+                      if rules.ignore_tool_names else frozenset())
+            at_risk[seq] = [m.text for m in texts_at_risk(
+                [(texts[s], authors[s]) for s in hidden], kept_of(nodes), rules=rules,
+                ignore=ignore, memo=memo)]
+            if bar is not None:
+                bar.update(1)
+    return at_risk
+
+
+def lost_evidence_counts(log: LogData) -> Counter[int]:
+    """How many later actions show the agent needed what each replace hid, by the
+    replace's seq (`find_lost_evidence`, reusing the texts the audit decoded)."""
+    known = log.entries if log.replaces else []
+    return Counter(e.replace_seq for e in find_lost_evidence(
+        log.events, log.plans, texts=log.texts(known), sources=log.sources(known)))
+
+
+def audit_columns(log: LogData, *, rules: FactRules = DEFAULT_RULES, progress: bool = False,
+                  replacements: Mapping[str, list[Any]] | None = None
+                  ) -> dict[str, list[Any]]:
+    """The audit's own columns (`AUDIT_COLUMNS`), one value a replace in the order of
+    `replacement_columns(log)` (pass those as `replacements` when already computed)."""
+    rep = replacement_columns(log) if replacements is None else replacements
+    # many acyclic events and texts: no collection while they are built
+    with step_bar("facts at risk", len(rep["seq"]), progress) as bar, gc_paused():
+        at_risk = facts_at_risk_by_replace(log, rules, bar=bar)
+    with step_bar("evidence of loss", 1, progress, unit=" pass") as bar:
+        lost = lost_evidence_counts(log)
+        bar.update(1)
+    facts = [at_risk[seq] for seq in rep["seq"]]
+    return {
+        "shadowed_type_counts": [dict(Counter(types)) for types in rep["shadowed_types"]],
+        "facts_at_risk": facts,
+        "n_at_risk": [len(f) for f in facts],
+        "saved_tokens": [b - a for b, a in zip(rep["tokens_before"], rep["tokens_after"],
+                                               strict=True)],
+        "lost_evidence": [lost[seq] for seq in rep["seq"]],
+    }
+
+
+def failed_compactions(source: Any) -> list[dict[str, Any]]:
+    """Compactions that started but ended with an error (no replace was committed)."""
+    log = source if isinstance(source, LogData) else load_source(source)
+    out = []
+    for seq in log.seqs_of_type("compaction/end"):
+        data = log.read(seq).get("data")
+        if isinstance(data, Mapping) and "error" in data:
+            out.append({"seq": seq, "compaction_id": data.get("compactionId"),
+                        "turn": data.get("turn"), "error": data.get("error")})
+    return out
