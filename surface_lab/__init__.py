@@ -21,7 +21,7 @@ from .reading.read import LogReading, read_log
 from .repair import interrupted_turn_closers
 from .session import Session
 from .surface import FoldResult, Plan, Replacement, fold_surface, plan_event
-from .tokens import count_tokens, hf_tokenizer, tiktoken_tokenizer
+from .analysis.tokens import count_tokens, hf_tokenizer, tiktoken_tokenizer
 
 __all__ = [
     "DEFAULT_RULES",

@@ -24,7 +24,7 @@ from .messages import message_text
 from .reading.read import LogReading, read_log
 from .session import Session
 from .storage.jsonl import JsonlStore
-from .tokens import Tokenizer, count_tokens
+from .analysis.tokens import Tokenizer, count_tokens
 
 __all__ = [
     "Compact",

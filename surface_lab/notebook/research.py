@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from ..evidence import find_lost_evidence
 from ..policies import Policy, replay_policy
 from ..surface import REPLACE, apply_plan
-from ..tokens import Tokenizer, request_tokens
+from ..analysis.tokens import Tokenizer, request_tokens
 from .audit import compaction_audit
 from .columns import frame_from_columns
 from .frames import brackets, replacement_columns

@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .events import Event, mapping_at
-from .jsonvalue import as_int
-from .messages import message_text, text_tokens
+from ..events import Event, mapping_at
+from ..jsonvalue import as_int
+from ..messages import message_text, text_tokens
 
 __all__ = [
     "RequestTokens",
