@@ -8,19 +8,22 @@ nothing here downloads a vocabulary."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..events import Event, mapping_at
 from ..jsonvalue import as_int
 from ..messages import message_text, text_tokens
+from ..surface import APPEND, LOG_ONLY, REPLACE, Plan, PlanList
 
 __all__ = [
+    "PathRequest",
     "RequestTokens",
     "Tokenizer",
     "count_tokens",
     "hf_tokenizer",
+    "path_requests",
     "recorded_usage",
     "request_tokens",
     "tiktoken_tokenizer",
@@ -52,24 +55,30 @@ def count_tokens(event: Mapping[str, Any], tokenizer: Tokenizer | None = None
 
 
 _USAGE_KEYS = (("inputTokens", "input"), ("outputTokens", "output"),
-               ("cacheReadTokens", "cache_read"), ("cacheWriteTokens", "cache_write"))
+               ("cacheReadTokens", "cache_read"), ("cacheWriteTokens", "cache_write"),
+               ("reasoningTokens", "reasoning"))
 
 
-def recorded_usage(events: Sequence[Event], seq: int) -> tuple[dict[str, int], str | None]:
+def recorded_usage(events: Sequence[Event], seq: int, types: Sequence[str] | None = None
+                   ) -> tuple[dict[str, int], str | None]:
     """The usage recorded for the model response `events[seq]` (an assistant message):
     its own `usage` field (`"message"`), else the last `usage` chunk it cites
-    (`"chunk"`); `({}, None)` when the log has none."""
+    (`"chunk"`); `({}, None)` when the log has none. `types` (each event's type) saves
+    reading events that are not chunks."""
     event = events[seq]
     usage = mapping_at(event, "data").get("usage")
     source: str | None = "message" if isinstance(usage, Mapping) else None
     if source is None:
         cited = event.get("sourceEventSeqs")
         for s in reversed(cited if isinstance(cited, list) else []):
-            if isinstance(s, int) and 0 <= s < seq:
-                chunk = mapping_at(events[s].get("data"), "chunk")
-                if events[s]["type"] == "assistant/chunk" and chunk.get("type") == "usage":
-                    usage, source = chunk.get("usage"), "chunk"
-                    break
+            if not isinstance(s, int) or not 0 <= s < seq or (
+                    types is not None and types[s] != "assistant/chunk"):
+                continue
+            cited_event = events[s]
+            chunk = mapping_at(cited_event.get("data"), "chunk")
+            if cited_event["type"] == "assistant/chunk" and chunk.get("type") == "usage":
+                usage, source = chunk.get("usage"), "chunk"
+                break
     if not isinstance(usage, Mapping):
         return {}, None
     out = {name: n for key, name in _USAGE_KEYS if (n := as_int(usage.get(key))) is not None}
@@ -134,3 +143,131 @@ def request_tokens(events: Sequence[Event], nodes_before: Sequence[int], seq: in
     return RequestTokens(seq, len(nodes_before), estimated,
                          counted if tokenizer is not None else None, recorded, source, best,
                          best_source)
+
+
+@dataclass(frozen=True, slots=True)
+class PathRequest:
+    """One model request on the imported path (a step: the assistant messages of one
+    response), with the surface it was sent with and the usage recorded for it.
+
+    Attributes:
+        seq: the request's first assistant message; `last_seq` its last.
+        turn, step: the step's `data.turn` and `data.step`.
+        request_id: `responseId:requestId` where the source kept them (Claude Code),
+            else the response id, else `turn.step`.
+        model: the model that answered.
+        surface_entries, estimated, counted: the surface just before `seq`: its
+            entries, its tokens by the 4-characters estimate and by the tokenizer.
+        recorded: the usage of the request's last message (`input` uncached,
+            `cache_read`, `cache_write`, `output`, `reasoning`), as recorded.
+        usage_source: `message` or `chunk` (None: nothing recorded).
+        input_total: recorded input, cache reads and writes added (OpenTelemetry).
+        input_tokens, input_source: the best input figure and its source
+            (`usage`: input_total; else `tokenizer` or `estimate` of the surface).
+    """
+
+    seq: int
+    last_seq: int
+    turn: int | None
+    step: int | None
+    request_id: str
+    model: str | None
+    surface_entries: int
+    estimated: int
+    counted: int | None
+    recorded: dict[str, int]
+    usage_source: str | None
+    input_total: int | None
+    input_tokens: int
+    input_source: str
+
+
+def _typed(events: Sequence[Event]) -> tuple[Sequence[str], Sequence[int | None],
+                                              Sequence[int | None]]:
+    """Each event's type, turn and step: from the reader's typed columns when it kept
+    the log packed (no event is parsed), else from the events in memory."""
+    if hasattr(events, "types") and hasattr(events, "turns"):
+        packed: Any = events
+        return packed.types, packed.turns, packed.steps
+    data = [mapping_at(e, "data") for e in events]
+    return ([e["type"] for e in events], [as_int(d.get("turn")) for d in data],
+            [as_int(d.get("step")) for d in data])
+
+
+def _entry_texts(events: Sequence[Event], seqs: list[int]) -> list[str]:
+    if hasattr(events, "message_texts"):
+        packed: Any = events
+        return [text for text, _ in packed.message_texts(seqs)]
+    return [message_text(events[s]) for s in seqs]
+
+
+def _request_id(message: Mapping[str, Any], turn: int | None, step: int | None,
+                seq: int) -> str:
+    source = mapping_at(message, "source")
+    response, request = source.get("responseId"), source.get("requestId")
+    if isinstance(response, str) and isinstance(request, str):
+        return f"{response}:{request}"
+    if isinstance(response, str):
+        return response
+    return f"{turn}.{step}" if step is not None else f"seq-{seq}"
+
+
+def path_requests(events: Sequence[Event], plans: Sequence[Plan], *,
+                  skip: Collection[int] = (), tokenizer: Tokenizer | None = None
+                  ) -> list[PathRequest]:
+    """Every model request on the log's path, once: the appended assistant messages
+    (but those in `skip`, e.g. an importer's copies) grouped by step, each with the
+    surface its first message was sent with and its last message's usage.
+
+    The surface is kept as running sums as the plans apply, each entry's text counted
+    once (read from the packed log's message columns where it has them)."""
+    types, turns, steps = _typed(events)
+    kinds = plans.kinds if isinstance(plans, PlanList) else bytes(p.kind for p in plans)
+    replaces = (plans.replaces if isinstance(plans, PlanList)
+                else {p.seq: p for p in plans if p.kind == REPLACE})
+    entries = [s for s, k in enumerate(kinds) if k != LOG_ONLY]
+    texts = dict(zip(entries, _entry_texts(events, entries), strict=True))
+    estimate = {s: text_tokens(t) for s, t in texts.items()}
+    counts = ({s: _MESSAGE_OVERHEAD + int(tokenizer(t)) for s, t in texts.items()}
+              if tokenizer is not None else None)
+    size = total = counted = 0
+    groups: dict[Any, list[Any]] = {}
+    for seq in entries:
+        kind = kinds[seq]
+        if kind == APPEND and types[seq] == "assistant/message" and seq not in skip:
+            key = (turns[seq], steps[seq]) if steps[seq] is not None else ("seq", seq)
+            if key in groups:
+                groups[key][1] = seq
+            else:
+                groups[key] = [seq, seq, size, total, counted]
+        if kind == REPLACE:
+            shadowed = replaces[seq].shadowed
+            size -= len(shadowed)
+            total -= sum(estimate[s] for s in shadowed)
+            if counts is not None:
+                counted -= sum(counts[s] for s in shadowed)
+        size += 1
+        total += estimate[seq]
+        if counts is not None:
+            counted += counts[seq]
+    out = []
+    for first, last, entries_before, est, cnt in groups.values():
+        recorded, source = recorded_usage(events, last, types)
+        recorded = {k: v for k, v in recorded.items()}
+        message = mapping_at(mapping_at(events[last], "data"), "message")
+        model = mapping_at(message, "source").get("model")
+        input_total = (recorded["input"] + recorded.get("cache_read", 0)
+                       + recorded.get("cache_write", 0)) if "input" in recorded else None
+        if input_total is not None:
+            best, best_source = input_total, "usage"
+        elif tokenizer is not None:
+            best, best_source = cnt, "tokenizer"
+        else:
+            best, best_source = est, "estimate"
+        out.append(PathRequest(
+            first, last, turns[first], steps[first],
+            _request_id(message, turns[first], steps[first], first),
+            model if isinstance(model, str) else None, entries_before, est,
+            cnt if tokenizer is not None else None, recorded, source, input_total, best,
+            best_source))
+    return out

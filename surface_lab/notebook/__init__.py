@@ -18,6 +18,7 @@ from .research import (
     compare_policies,
     lost_evidence_df,
     plot_policies,
+    requests_df,
     tokens_df,
 )
 from .source import LogData, load_source
@@ -45,6 +46,7 @@ __all__ = [
     "replacements_df",
     "schema_table",
     "surface_df",
+    "requests_df",
     "tokens_df",
     "visibility_df",
 ]
