@@ -424,22 +424,20 @@ def mark_on_path(requests: Sequence[Request], events: Sequence[Event],
     return out
 
 
-_USAGE = (("inputTokens", "input_uncached"), ("cacheReadTokens", "cache_read"),
-          ("cacheWriteTokens", "cache_write"), ("outputTokens", "output"),
-          ("reasoningTokens", "reasoning"))
-
-
 def requests_from_events(events: Sequence[Event], *, file: str = "") -> list[Request]:
-    """The requests of a surface log, from the usage its assistant messages record (a
-    step is one model request: its last message's usage is the request's)."""
-    groups: dict[Any, tuple[int, Mapping[str, Any], Mapping[str, Any]]] = {}
+    """The requests of a surface log, from the usage its assistant messages record (on
+    the message or in a usage chunk it cites; a step is one model request, its last
+    message's usage the request's)."""
+    from .tokens import recorded_usage
+
+    groups: dict[Any, tuple[int, dict[str, int], Mapping[str, Any]]] = {}
     for seq, event in enumerate(events):
         if event["type"] != "assistant/message":
             continue
-        data = mapping_at(event, "data")
-        usage = data.get("usage")
-        if not isinstance(usage, Mapping):
+        usage, _ = recorded_usage(events, seq)
+        if not usage:
             continue
+        data = mapping_at(event, "data")
         message = mapping_at(data, "message")
         source = mapping_at(message, "source")
         key = ((source.get("responseId"), source.get("requestId"))
@@ -450,17 +448,16 @@ def requests_from_events(events: Sequence[Event], *, file: str = "") -> list[Req
         groups[key] = (first[0] if first else seq, usage, message)
     out = []
     for key, (seq, usage, message) in groups.items():
-        values = {name: as_int(usage.get(k)) for k, name in _USAGE}
         source = mapping_at(message, "source")
         rid = (f"{key[0]}:{key[1]}" if isinstance(key, tuple) and isinstance(key[0], str)
                else str(message.get("id") or seq))
-        time = as_int(events[seq].get("time"))
         out.append(replace(_request(
-            rid, file, None, time, source.get("model"),
+            rid, file, None, as_int(events[seq].get("time")), source.get("model"),
             str(source.get("provider") or "") or None, "main",
-            uncached=values["input_uncached"], read=values["cache_read"],
-            write=values["cache_write"], output=values["output"],
-            reasoning=values["reasoning"], ids=(str(message.get("id")),)), on_path=True))
+            uncached=usage.get("input"), read=usage.get("cache_read"),
+            write=usage.get("cache_write"), output=usage.get("output"),
+            reasoning=usage.get("reasoning"), ids=(str(message.get("id")),)),
+            on_path=True))
     return out
 
 

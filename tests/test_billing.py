@@ -1,0 +1,270 @@
+"""Billed requests and dollars (surface_lab.analysis.requests, .prices, requests_df): every
+request the source records, once, equal to the file's own figures to the token, with a
+truth computed here straight from the files, without the importer or the reader."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from surface_lab.analysis.prices import BundledPrices, Rates, RateTable, price_requests
+from surface_lab.analysis.requests import (
+    RequestsError,
+    mark_on_path,
+    read_requests,
+    source_format,
+    totals,
+)
+from surface_lab.importers import import_any
+from surface_lab.notebook import requests_df, tokens_df
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("SURFACE_LAB_SHARED", ROOT.parent / "shared"))
+CLAUDE = SHARED / "agent_logs" / "claude_code"
+OTHER = SHARED / "real_logs" / "other"
+TRAJ = SHARED / "agent_logs" / "trajectories"
+needs_shared = pytest.mark.skipif(not CLAUDE.is_dir(), reason=f"{SHARED} is not here")
+
+
+def _lay_out(tmp: Path, main: Path) -> Path:
+    """The shared copies flatten `<stem>/subagents/agent-*.jsonl` into one name: put them
+    back where Claude Code writes them."""
+    shutil.copy(main, tmp / main.name)
+    for sub in CLAUDE.glob(f"{main.stem}_subagents_agent-*.jsonl"):
+        folder = tmp / main.stem / "subagents"
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy(sub, folder / sub.name.split("_subagents_")[1])
+    return tmp / main.name
+
+
+def _claude_truth(*paths: Path) -> dict[str, int]:
+    """ccusage's count: one entry per message.id + requestId (the final record of a
+    response, whose output is not partial), every file of the session, no synthetic."""
+    final: dict[Any, dict[str, Any]] = {}
+    for path in paths:
+        for number, line in enumerate(path.read_text().splitlines()):
+            record = json.loads(line)
+            message = record.get("message") or {}
+            if record.get("type") != "assistant" or "usage" not in message or \
+                    message.get("model") == "<synthetic>":
+                continue
+            key = ((message.get("id"), record.get("requestId"))
+                   if message.get("id") and record.get("requestId") else (path, number))
+            final[key] = message["usage"]
+    return {"requests": len(final),
+            "input_uncached": sum(u.get("input_tokens", 0) for u in final.values()),
+            "cache_read": sum(u.get("cache_read_input_tokens", 0) for u in final.values()),
+            "cache_write": sum(u.get("cache_creation_input_tokens", 0)
+                               for u in final.values()),
+            "output": sum(u.get("output_tokens", 0) for u in final.values())}
+
+
+def _summed(requests: list[Any]) -> dict[str, int]:
+    t = totals(requests)
+    return {"requests": len(requests), **{k: t.get(k, 0) for k in (
+        "input_uncached", "cache_read", "cache_write", "output")}}
+
+
+MAINS = sorted(p for p in CLAUDE.glob("*.jsonl") if "_subagents_" not in p.name) \
+    if CLAUDE.is_dir() else []
+
+
+@needs_shared
+class TestClaudeCode:
+    @pytest.mark.parametrize("main", MAINS, ids=lambda p: p.name[-20:])
+    def test_totals_equal_the_files_with_subagents_and_summarizer(self, tmp_path: Path,
+                                                                  main: Path) -> None:
+        path = _lay_out(tmp_path, main)
+        requests = read_requests(path)
+        files = [path, *sorted((tmp_path / main.stem / "subagents").glob("*.jsonl"))]
+        assert _summed(requests) == _claude_truth(*files)
+        assert {r.agent for r in requests} == {"main", "subagent", "summarizer"}
+        assert len({r.request_id for r in requests}) == len(requests)
+
+    def test_the_final_record_of_a_response_holds_its_output(self, tmp_path: Path) -> None:
+        path = _lay_out(tmp_path, MAINS[0])
+        main = [r for r in read_requests(path, subagents=False)]
+        assert sum(r.output or 0 for r in main) == 38_899  # the first records sum 10,458
+        assert len(main) == 152  # of 299 records with usage
+
+    def test_one_hour_cache_writes_are_apart(self, tmp_path: Path) -> None:
+        requests = read_requests(_lay_out(tmp_path, MAINS[0]))
+        assert all(r.cache_write == (r.cache_write_5m or 0) + (r.cache_write_1h or 0)
+                   for r in requests)
+        assert sum(r.cache_write_1h or 0 for r in requests) > 0
+        assert all(r.input_total == r.input_uncached + r.cache_read + r.cache_write
+                   for r in requests)
+
+    def test_on_path_marks_what_the_import_shows(self, tmp_path: Path) -> None:
+        path = _lay_out(tmp_path, MAINS[0])
+        frame = requests_df(path, prices={})
+        main = frame[frame["agent"] == "main"]
+        assert main["on_path"].all() and not frame[frame["agent"] != "main"]["on_path"].any()
+        on_path = tokens_df(list(import_any(path).events))
+        assert set(on_path["request_id"]) == set(main["request_id"])
+        assert on_path["output"].sum() == main["output"].sum()
+
+    def test_a_rewound_branch_is_billed_and_off_the_path(self) -> None:
+        path = OTHER / "daaain__claude-code-log__test_test_data_dag_compact_after_rewind.jsonl"
+        frame = requests_df(path, prices={})
+        assert _summed(read_requests(path)) == _claude_truth(path)
+        assert list(frame["on_path"]).count(False) == 1 and len(frame) == 5
+
+
+@needs_shared
+class TestOtherAgents:
+    def test_codex_counts_each_last_token_usage_once(self) -> None:
+        path = OTHER / "jazzyalex__agent-sessions__Resources_Fixtures_stage0_agents_codex_small.jsonl"
+        truth, previous = [], None
+        for line in path.read_text().splitlines():
+            payload = json.loads(line).get("payload") or {}
+            info = payload.get("info") if payload.get("type") == "token_count" else None
+            if isinstance(info, dict) and info["total_token_usage"] != previous:
+                previous = info["total_token_usage"]
+                if any(info["last_token_usage"].values()):
+                    truth.append(info["last_token_usage"])
+        requests = read_requests(path)
+        assert [r.input_total for r in requests] == [u["input_tokens"] for u in truth]
+        assert [r.cache_read for r in requests] == [u["cached_input_tokens"] for u in truth]
+        assert [r.output for r in requests] == [u["output_tokens"] for u in truth]
+        assert [r.reasoning for r in requests] == [u["reasoning_output_tokens"]
+                                                   for u in truth]
+
+    def test_pi_usage_and_its_own_cost(self) -> None:
+        path = OTHER / "jazzyalex__agent-sessions__Resources_Fixtures_stage0_agents_pi_small.jsonl"
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        usages = [r["message"]["usage"] for r in records if r.get("type") == "message"
+                  and r["message"]["role"] == "assistant"]
+        requests = mark_on_path(read_requests(path), import_any(path).events)
+        assert [r.input_uncached for r in requests] == [u["input"] for u in usages]
+        assert [r.output for r in requests] == [u["output"] for u in usages]
+        assert [r.recorded_cost for r in requests] == [u["cost"]["total"] for u in usages]
+        assert all(r.on_path for r in requests)
+
+    @pytest.mark.parametrize("name", ["trajectory.json", "trajectory.cont-1.json"])
+    def test_atif_totals_equal_its_final_metrics(self, name: str) -> None:
+        path = next(OTHER.glob(f"*linear-history.{name}"))
+        final = json.loads(path.read_text())["final_metrics"]
+        requests = read_requests(path)
+        t = totals(requests)
+        assert t["input_total"] == final["total_prompt_tokens"]
+        assert t["output"] == final["total_completion_tokens"]
+        assert sum(r.recorded_cost or 0 for r in requests) == pytest.approx(
+            final["total_cost_usd"])
+
+    def test_atif_labels_what_its_steps_do_not_itemise(self) -> None:
+        path = next(OTHER.glob("*linear-history.trajectory.cont-1.json"))
+        rest = [r for r in read_requests(path) if r.agent == "unitemized"]
+        assert len(rest) == 1 and rest[0].source == "usage-total"
+        assert rest[0].on_path is None and rest[0].input_total == 7802 - 4250
+
+    @pytest.mark.parametrize("path", sorted(TRAJ.glob("*mini-swe-agent*")) if TRAJ.is_dir()
+                             else [], ids=lambda p: p.name[-22:])
+    def test_mini_swe_agent_per_call_usage_matches_its_model_stats(self, path: Path
+                                                                   ) -> None:
+        document = json.loads(path.read_text())
+        calls = [m["extra"]["response"]["usage"] for m in document["messages"]
+                 if m.get("role") == "assistant" and "usage" in m.get("extra", {}).get(
+                     "response", {})]
+        requests = read_requests(path)
+        assert source_format(path) == "mini-swe-agent"
+        assert len(requests) == document["info"]["model_stats"]["api_calls"] == len(calls)
+        assert totals(requests)["input_total"] == sum(u["prompt_tokens"] for u in calls)
+        assert totals(requests)["output"] == sum(u["completion_tokens"] for u in calls)
+        assert sum(r.recorded_cost or 0 for r in requests) == pytest.approx(
+            document["info"]["model_stats"]["instance_cost"])
+
+    def test_swe_agent_model_stats_are_its_own_count_and_say_so(self) -> None:
+        path = TRAJ / "SWE-agent__SWE-agent__pydicom__pydicom-1458.traj"
+        stats = json.loads(path.read_text())["info"]["model_stats"]
+        (row,) = read_requests(path)
+        assert (row.source, row.agent, row.calls) == ("agent-count", "unitemized", 12)
+        assert (row.input_total, row.output) == (stats["tokens_sent"],
+                                                 stats["tokens_received"])
+        cost = BundledPrices().cost(row)
+        assert cost.usd is None and "does not split cached input" in (cost.problem or "")
+
+
+def _request(**figures: Any) -> Any:
+    from surface_lab.analysis.requests import _request as make
+
+    base = {"uncached": 0, "read": 0, "write": 0, "output": 0}
+    return make("r", "f", 1, figures.pop("time", None), figures.pop("model", "m"),
+                figures.pop("provider", None), "main", **{**base, **figures})
+
+
+class TestPrices:
+    def test_a_fake_table_prices_cache_reads_and_writes_at_their_rates(self) -> None:
+        table = RateTable({"m": Rates(input=10, output=100, cache_read=1, cache_write=20,
+                                      cache_write_1h=40)})
+        r = _request(uncached=1_000_000, read=2_000_000, write=3_000_000, write_1h=1_000_000,
+                     output=500_000)
+        cost = table.cost(r)
+        assert cost.usd == pytest.approx(10 + 2 + 2 * 20 + 40 + 50)
+        assert (cost.priced_model, cost.source) == ("m", "user table")
+
+    def test_a_table_matches_the_longest_model_prefix_and_says_what_it_misses(self
+                                                                             ) -> None:
+        table = RateTable({"claude": Rates(1, 1), "claude-opus": Rates(2, 2)})
+        assert table.cost(_request(model="claude-opus-4-6")).priced_model == "claude-opus"
+        missing = table.cost(_request(model="gpt-4o"))
+        assert missing.usd is None and missing.problem == "no rates for model 'gpt-4o'"
+
+    def test_the_bundled_table_has_history_and_reads_the_request_s_time(self) -> None:
+        big = {"uncached": 300_000, "output": 1000, "model": "claude-opus-4-6",
+               "provider": "anthropic"}
+        before = BundledPrices().cost(_request(time=1_770_000_000_000, **big))  # 2026-02
+        after = BundledPrices().cost(_request(time=1_780_000_000_000, **big))  # 2026-05
+        assert before.usd is not None and after.usd is not None
+        # past 200k input the long-context tier applied until 2026-03-13
+        assert (before.usd, after.usd) == (pytest.approx(3.0375), pytest.approx(1.525))
+        assert before.source.startswith("genai-prices ")
+
+    def test_an_override_wins_over_the_bundled_table(self) -> None:
+        table = BundledPrices({"claude-opus-4-6": Rates(input=1, output=1)})
+        cost = table.cost(_request(uncached=1_000_000, model="claude-opus-4-6"))
+        assert (cost.usd, cost.source) == (1.0, "override")
+
+    def test_the_bundled_table_needs_no_network(self, monkeypatch: pytest.MonkeyPatch
+                                                ) -> None:
+        def refuse(*args: Any, **kwargs: Any) -> None:
+            raise AssertionError("a price lookup opened a connection")
+
+        monkeypatch.setattr(socket.socket, "connect", refuse)
+        cost = BundledPrices().cost(_request(uncached=1000, model="gpt-4o",
+                                             provider="openai"))
+        assert cost.usd == pytest.approx(1000 * 2.5 / 1e6)
+
+    @needs_shared
+    def test_a_session_that_switches_model_prices_each_request_by_its_own(
+            self, tmp_path: Path) -> None:
+        requests = read_requests(_lay_out(tmp_path, MAINS[1]))
+        costs = price_requests(requests)
+        assert {c.priced_model for c in costs} == {"claude-opus-4-6", "claude-haiku-4-5"}
+        assert all(c.usd is not None for c in costs)
+
+    @needs_shared
+    def test_bundled_prices_agree_with_the_dollars_sources_state(self) -> None:
+        for path in [*TRAJ.glob("*mini-swe-agent*"), *OTHER.glob("*linear-history*.json")]:
+            requests = [r for r in read_requests(path) if r.calls == 1]
+            costs = price_requests(requests)
+            assert sum(c.usd or 0 for c in costs) == pytest.approx(
+                sum(r.recorded_cost or 0 for r in requests), rel=1e-6), path.name
+
+
+class TestErrors:
+    def test_a_missing_file_names_itself(self, tmp_path: Path) -> None:
+        with pytest.raises(RequestsError, match="nope.jsonl: no such file"):
+            read_requests(tmp_path / "nope.jsonl")
+
+    def test_a_surface_log_s_requests_come_from_its_events(self) -> None:
+        frame = requests_df(ROOT / "sample_logs" / "long-compaction.jsonl", prices={})
+        assert len(frame) == len(tokens_df(ROOT / "sample_logs" / "long-compaction.jsonl"))
+        assert len(frame) > 0 and frame["on_path"].all()
+        assert set(frame["tokens_source"]) == {"usage"}
