@@ -268,3 +268,67 @@ class TestErrors:
         assert len(frame) == len(tokens_df(ROOT / "sample_logs" / "long-compaction.jsonl"))
         assert len(frame) > 0 and frame["on_path"].all()
         assert set(frame["tokens_source"]) == {"usage"}
+
+
+@needs_shared
+class TestAudit:
+    def test_a_real_compaction_s_tokens_and_cost_are_the_recorded_ones(self, tmp_path: Path
+                                                                       ) -> None:
+        from surface_lab.notebook import compaction_audit
+        from surface_lab.notebook.source import load_source
+
+        path = _lay_out(tmp_path, MAINS[0])
+        before = after = boundary = None  # the main chain's requests around the boundary
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("subtype") == "compact_boundary":
+                boundary = True
+                continue
+            usage = (record.get("message") or {}).get("usage")
+            if record.get("type") == "assistant" and usage and not record.get("isSidechain"):
+                total = (usage["input_tokens"] + usage["cache_read_input_tokens"]
+                         + usage["cache_creation_input_tokens"])
+                if boundary is None:
+                    before = total
+                elif after is None:
+                    after = (total, usage["cache_creation_input_tokens"])
+        imported = import_any(path)
+        log = load_source(list(imported.events), progress=False)
+        log.path = str(path)  # as `surface-lab audit` gives an agent's file
+        (row,) = compaction_audit(log, progress=False).to_dict("records")
+        assert after is not None
+        assert (row["tokens_before"], row["tokens_after"]) == (before, after[0])
+        assert (row["tokens_source"], row["next_cache_write"]) == ("usage", after[1])
+        assert row["estimated_tokens_before"] < row["tokens_before"]  # no system prompt
+        summarizer = [r for r in read_requests(path) if r.agent == "summarizer"]
+        assert row["summarizer_input"] == summarizer[0].input_total
+        assert row["summarizer_usd"] == pytest.approx(BundledPrices().cost(summarizer[0]).usd)
+        assert row["next_cache_write_usd"] > 0
+
+    def test_without_recorded_usage_the_estimate_is_labelled(self) -> None:
+        from surface_lab.notebook import compaction_audit
+
+        events = [e for e in import_any(OTHER / (
+            "daaain__claude-code-log__test_test_data_dag_compact_after_rewind.jsonl")).events]
+        stripped = [{**e, "data": {k: v for k, v in e["data"].items() if k != "usage"}}
+                    if e["type"] == "assistant/message" else e for e in events]
+        audit = compaction_audit(stripped, progress=False)
+        assert len(audit) and set(audit["tokens_source"]) == {"estimate"}
+        assert (audit["tokens_before"] == audit["estimated_tokens_before"]).all()
+        assert audit["summarizer_usd"].isna().all()
+
+    def test_the_cli_table_and_the_html_say_which_figures_are_estimates(
+            self, tmp_path: Path) -> None:
+        from surface_lab.notebook.audit import audit_report
+
+        events = list(import_any(OTHER / (
+            "daaain__claude-code-log__test_test_data_dag_compact_after_rewind.jsonl")).events)
+        stripped = [{**e, "data": {k: v for k, v in e["data"].items() if k != "usage"}}
+                    if e["type"] == "assistant/message" else e for e in events]
+        estimated = audit_report(stripped, tmp_path, name="est", progress=False)
+        recorded = audit_report(events, tmp_path, name="rec", progress=False)
+        assert estimated["summary_rows"][2].split()[6:9] == ["->", "35", "est"]
+        assert "est" not in recorded["summary_rows"][2].split()
+        html = Path(estimated["html"]).read_text()
+        assert "tokens source" in html and "tokens (estimate)" in html
+        assert "tokens (usage)" in Path(recorded["html"]).read_text()

@@ -6,15 +6,16 @@ differently."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any, Protocol
 
 from .requests import Request
 
-__all__ = ["BundledPrices", "Cost", "PriceTable", "Rates", "RateTable", "price_requests"]
+__all__ = ["BundledPrices", "CompactionCost", "Cost", "PriceTable", "RateTable", "Rates",
+           "compaction_costs", "price_requests"]
 
 MTOK = 1_000_000
 
@@ -168,3 +169,51 @@ def price_requests(requests: Iterable[Request], table: PriceTable | None = None
     """The `Cost` of each request (`table` defaults to `BundledPrices()`)."""
     table = BundledPrices() if table is None else table
     return [table.cost(r) for r in requests]
+
+
+@dataclass(frozen=True)
+class CompactionCost:
+    """What one compaction cost as the files record it: its summarizer request (tokens
+    and dollars) and the dollars of the cache write it forced on the next request."""
+
+    summarizer_request: str | None
+    summarizer_input: int | None
+    summarizer_output: int | None
+    summarizer_usd: float | None
+    next_cache_write_usd: float | None
+
+
+def compaction_costs(windows: Sequence[tuple[int | None, int | None]],
+                     after_requests: Sequence[str | None], billed: Sequence[Request],
+                     table: PriceTable | None) -> list[CompactionCost]:
+    """For each compaction, given the times of the requests just before and after it
+    (`windows`) and the id of the one after: the summarizer request made between them
+    (each used once) and the price of the cache write the request after made.
+
+    Args:
+        billed: every request of the session (`read_requests`, subagents included).
+        table: prices; None gives the tokens without dollars.
+    """
+    summarizers = sorted((r for r in billed if r.agent == "summarizer"),
+                         key=lambda r: r.time if r.time is not None else -1)
+    used: set[str] = set()
+    by_id = {r.request_id: r for r in billed}
+    out = []
+    for (start, end), after_id in zip(windows, after_requests, strict=True):
+        found = next((r for r in summarizers if r.request_id not in used
+                      and r.time is not None and (start is None or r.time >= start)
+                      and (end is None or r.time <= end)), None)
+        if found is not None:
+            used.add(found.request_id)
+        after = by_id.get(after_id) if after_id is not None else None
+        write_usd = None
+        if after is not None and table is not None and after.cache_write:
+            only_write = replace(after, input_uncached=0, cache_read=0, output=0,
+                                 reasoning=None, input_total=after.cache_write)
+            write_usd = table.cost(only_write).usd
+        out.append(CompactionCost(
+            found.request_id if found else None, found.input_total if found else None,
+            found.output if found else None,
+            table.cost(found).usd if found is not None and table is not None else None,
+            write_usd))
+    return out

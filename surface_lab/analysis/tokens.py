@@ -18,9 +18,11 @@ from ..messages import message_text, text_tokens
 from ..surface import APPEND, LOG_ONLY, REPLACE, Plan, PlanList
 
 __all__ = [
+    "AroundReplace",
     "PathRequest",
     "RequestTokens",
     "Tokenizer",
+    "around_replaces",
     "count_tokens",
     "hf_tokenizer",
     "path_requests",
@@ -270,4 +272,35 @@ def path_requests(events: Sequence[Event], plans: Sequence[Plan], *,
             model if isinstance(model, str) else None, entries_before, est,
             cnt if tokenizer is not None else None, recorded, source, input_total, best,
             best_source))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class AroundReplace:
+    """The recorded input of the requests just before and just after a replace (None
+    where the log records no usage for them), and the cache write the first request
+    after it made: the prefix the replace forced the provider to cache again."""
+
+    before: int | None
+    after: int | None
+    next_cache_write: int | None
+    before_request: str | None
+    after_request: str | None
+
+
+def around_replaces(requests: Sequence[PathRequest], seqs: Sequence[int]
+                    ) -> list[AroundReplace]:
+    """An `AroundReplace` for each replace seq, from `path_requests` of the same log."""
+    from bisect import bisect_left
+
+    starts = [r.seq for r in requests]
+    out = []
+    for seq in seqs:
+        k = bisect_left(starts, seq)
+        before = requests[k - 1] if k > 0 else None
+        after = requests[k] if k < len(requests) else None
+        out.append(AroundReplace(
+            before.input_total if before else None, after.input_total if after else None,
+            after.recorded.get("cache_write") if after else None,
+            before.request_id if before else None, after.request_id if after else None))
     return out

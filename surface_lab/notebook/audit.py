@@ -123,7 +123,7 @@ def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True,
     frame["shadowed_type_counts"] = [dict(Counter(types)) for types in frame["shadowed_types"]]
     frame["facts_at_risk"] = [at_risk[int(seq)] for seq in frame["seq"]]
     frame["n_at_risk"] = frame["facts_at_risk"].map(len).astype("int64")
-    frame["saved_tokens"] = (frame["tokens_before"] - frame["tokens_after"]).astype("int64")
+    _recorded_tokens(log, frame)
     with step_bar("evidence of loss", 1, progress, unit=" pass") as bar:
         known = log.entries if log.replaces else []  # texts the frame mostly decoded
         lost = Counter(e.replace_seq for e in find_lost_evidence(
@@ -132,6 +132,68 @@ def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True,
     frame["lost_evidence"] = pd.Series([lost[int(s)] for s in frame["seq"]], dtype="int64",
                                        index=frame.index)
     return frame if strict else (frame, log.problems)
+
+
+def _recorded_tokens(log: LogData, frame: pd.DataFrame) -> None:
+    """tokens_before/after/saved from the usage of the requests just before and after each
+    replace where the log records it (`tokens_source` usage), else the 4-characters
+    estimate of the surface text (`estimate`); the estimate stays in its own columns."""
+    from ..analysis.tokens import around_replaces, path_requests
+
+    copies = {s for b in brackets(log) for s in range(b.start, b.end)}
+    requests = path_requests(log.events, log.plans, skip=copies)
+    log.cache["path_requests"] = requests
+    around = around_replaces(requests, [int(s) for s in frame["seq"]])
+    recorded = [a.before is not None and a.after is not None for a in around]
+    frame["estimated_tokens_before"] = frame["tokens_before"].astype("int64")
+    frame["estimated_tokens_after"] = frame["tokens_after"].astype("int64")
+    frame["tokens_before"] = pd.Series(
+        [a.before if ok else e for a, ok, e in zip(around, recorded,
+                                                   frame["estimated_tokens_before"],
+                                                   strict=True)], dtype="int64",
+        index=frame.index)
+    frame["tokens_after"] = pd.Series(
+        [a.after if ok else e for a, ok, e in zip(around, recorded,
+                                                  frame["estimated_tokens_after"],
+                                                  strict=True)], dtype="int64",
+        index=frame.index)
+    frame["saved_tokens"] = (frame["tokens_before"] - frame["tokens_after"]).astype("int64")
+    frame["tokens_source"] = pd.Series(["usage" if ok else "estimate" for ok in recorded],
+                                       dtype="string", index=frame.index)
+    frame["next_cache_write"] = pd.Series([a.next_cache_write for a in around],
+                                          dtype="Int64", index=frame.index)
+    _recorded_costs(log, frame, around)
+
+
+def _recorded_costs(log: LogData, frame: pd.DataFrame, around: list[Any]) -> None:
+    """The summarizer request of each compaction and the dollars it and the cache write
+    it forced cost, where the audited log is an agent's file whose session files record
+    them (NA otherwise)."""
+    from ..analysis.prices import BundledPrices, compaction_costs
+    from ..analysis.requests import read_requests, source_format
+
+    costs: list[Any] = []
+    if log.path and len(frame) and source_format(log.path) is not None:
+        try:
+            table: Any = BundledPrices()
+        except ModuleNotFoundError:  # without the prices extra: tokens, no dollars
+            table = None
+        windows = []  # the times of the requests just before and after each replace
+        for seq in frame["seq"]:
+            start = end = None
+            for r in log.cache["path_requests"]:
+                if r.seq < seq:
+                    start = r.last_seq
+                elif end is None:
+                    end = r.seq
+            windows.append((None if start is None else log.events[start].get("time"),
+                            None if end is None else log.events[end].get("time")))
+        costs = compaction_costs(windows, [a.after_request for a in around],
+                                 read_requests(log.path), table)
+    for name, dtype in (("summarizer_input", "Int64"), ("summarizer_output", "Int64"),
+                        ("summarizer_usd", "float64"), ("next_cache_write_usd", "float64")):
+        frame[name] = pd.Series([getattr(c, name) for c in costs] if costs else
+                                [None] * len(frame), dtype=dtype, index=frame.index)
 
 
 def failed_compactions(source: Any) -> list[dict[str, Any]]:
@@ -173,14 +235,15 @@ def _summary_rows(audit: pd.DataFrame) -> list[str]:
     each row on one line: a cell may hold a line break from the log)."""
     if not len(audit):
         return [NO_REPLACES]
-    header = (f"{'seq':>6} {'kind':<10} {'id':<12} {'hid':>4} {'moved':>5} {'tokens':>15} "
+    header = (f"{'seq':>6} {'kind':<10} {'id':<12} {'hid':>4} {'moved':>5} {'tokens':>19} "
               f"{'at risk':>7} {'redone':>6}  replays")
     rows = [header, "-" * len(header)]
     for row in _records(audit):
-        tokens = f"{row['tokens_before']} -> {row['tokens_after']}"
+        tokens = f"{row['tokens_before']} -> {row['tokens_after']}" + (
+            "" if row.get("tokens_source", "estimate") == "usage" else " est")
         rows.append(f"{row['seq']:>6} {row['kind']:<10} {_text(row['compaction_id']):<12} "
                     f"{len(row['removed_seqs']):>4} {len(row['restored_seqs']):>5} "
-                    f"{tokens:>15} {row['n_at_risk']:>7} {row.get('lost_evidence', 0):>6}  "
+                    f"{tokens:>19} {row['n_at_risk']:>7} {row.get('lost_evidence', 0):>6}  "
                     f"{_replays(row)}")
     return rows
 
@@ -298,7 +361,7 @@ def replacement_preview(text: str, limit: int = PREVIEW_CHARS) -> str:
 # or a mapping) is shown after them, as text.
 _SHOWN = {"seq", "kind", "compaction_id", "n_shadowed", "removed_seqs", "restored_seqs",
           "tokens_before", "tokens_after", "saved_tokens", "n_at_risk", "recorded_matches",
-          "facts_at_risk"}
+          "facts_at_risk", "tokens_source"}
 _HIDDEN = {"type", "start", "end", "shadowed_seqs", "shadowed_types", "chars_before",
            "chars_after", "plugin", "shadows_replacement", "shadowed_type_counts"}
 _CSS = """<style>
@@ -355,7 +418,7 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]], *, sortable: bo
 def _replace_table(log: LogData, audit: pd.DataFrame) -> str:
     extra = [c for c in audit.columns if c not in _SHOWN | _HIDDEN]
     header = ["seq", "kind", "id", "hid", "removed", "restored", "tokens before",
-              "tokens after", "saved", "at risk", "replays", "replacement (preview)", *extra]
+              "tokens after", "saved", "tokens source", "at risk", "replays", "replacement (preview)", *extra]
     texts = log.texts(int(s) for s in audit["seq"])
     rows = []
     for row in _records(audit):
@@ -366,7 +429,8 @@ def _replace_table(log: LogData, audit: pd.DataFrame) -> str:
             _cell(row["kind"]), _cell(row["compaction_id"]), _cell(row["n_shadowed"]),
             _cell(len(row["removed_seqs"])), _cell(len(row["restored_seqs"])),
             _cell(row["tokens_before"]), _cell(row["tokens_after"]),
-            _cell(row["saved_tokens"]), _cell(row["n_at_risk"]),
+            _cell(row["saved_tokens"]), _cell(row.get("tokens_source", "estimate")),
+            _cell(row["n_at_risk"]),
             f"<td{' class=bad' if replays == 'NO' else ''}>{esc(replays)}</td>",
             f"<td><code>{esc(replacement_preview(texts[seq]))}</code></td>",
             *(_cell(row[c]) for c in extra)])
@@ -396,7 +460,8 @@ def _replace_details(log: LogData, row: Mapping[str, Any]) -> str:
         f"{esc(_n(row['n_shadowed'], 'entry'))} "
         f"({esc(_counts(row['shadowed_type_counts'])) or 'nothing'})"
         + (f", {len(restored)} restored" if restored else "")
-        + f" · {esc(row['tokens_before'])} → {esc(row['tokens_after'])} tokens · "
+        + f" · {esc(row['tokens_before'])} → {esc(row['tokens_after'])} tokens ("
+        f"{esc(row.get('tokens_source', 'estimate'))}) · "
         f"{esc(row['n_at_risk'])} facts at risk"
         + (f" · {esc(row['lost_evidence'])} redone" if "lost_evidence" in row else "")
         + "</summary>",
