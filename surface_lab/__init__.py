@@ -5,6 +5,7 @@ library and small declared dependencies; `surface_lab.notebook` adds pandas, mat
 ipywidgets.
 """
 
+from .analysis.tokens import count_tokens, hf_tokenizer, tiktoken_tokenizer
 from .errors import (
     AdmissionError,
     CorruptLogError,
@@ -21,7 +22,6 @@ from .reading.read import LogReading, read_log
 from .repair import interrupted_turn_closers
 from .session import Session
 from .surface import FoldResult, Plan, Replacement, fold_surface, plan_event
-from .analysis.tokens import count_tokens, hf_tokenizer, tiktoken_tokenizer
 
 __all__ = [
     "DEFAULT_RULES",

@@ -18,13 +18,13 @@ from .agent.compaction import (
     write_compaction,
     write_tool_result_rewrite,
 )
+from .analysis.tokens import Tokenizer, count_tokens
 from .errors import AdmissionError
 from .events import SURFACE_TYPES, Event, mapping_at
 from .messages import message_text
 from .reading.read import LogReading, read_log
 from .session import Session
 from .storage.jsonl import JsonlStore
-from .analysis.tokens import Tokenizer, count_tokens
 
 __all__ = [
     "Compact",

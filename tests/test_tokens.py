@@ -10,8 +10,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from surface_lab import count_tokens, hf_tokenizer, read_log, tiktoken_tokenizer
-from surface_lab.importers import import_any
 from surface_lab.analysis.tokens import recorded_usage, request_tokens
+from surface_lab.importers import import_any
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("SURFACE_LAB_SHARED", ROOT.parent / "shared"))

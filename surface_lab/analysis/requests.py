@@ -275,7 +275,7 @@ def _mini_swe_agent(path: Path, document: Mapping[str, Any]) -> list[Request]:
     for k, message in enumerate(messages if isinstance(messages, list) else []):
         response = mapping_at(mapping_at(message, "extra"), "response")
         usage = mapping_at(response, "usage")
-        if not usage or mapping_at(message, "role") and message.get("role") != "assistant":
+        if not usage or (mapping_at(message, "role") and message.get("role") != "assistant"):
             continue
         prompt = as_int(usage.get("prompt_tokens"))
         details = mapping_at(usage, "prompt_tokens_details")

@@ -44,9 +44,9 @@ __all__ = [
     "plot_surface_size",
     "plot_visibility",
     "replacements_df",
+    "requests_df",
     "schema_table",
     "surface_df",
-    "requests_df",
     "tokens_df",
     "visibility_df",
 ]

@@ -418,7 +418,8 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]], *, sortable: bo
 def _replace_table(log: LogData, audit: pd.DataFrame) -> str:
     extra = [c for c in audit.columns if c not in _SHOWN | _HIDDEN]
     header = ["seq", "kind", "id", "hid", "removed", "restored", "tokens before",
-              "tokens after", "saved", "tokens source", "at risk", "replays", "replacement (preview)", *extra]
+              "tokens after", "saved", "tokens source", "at risk", "replays",
+              "replacement (preview)", *extra]
     texts = log.texts(int(s) for s in audit["seq"])
     rows = []
     for row in _records(audit):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,9 +14,6 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..errors import SurfaceLabError
-from ..evidence import find_lost_evidence
-from ..policies import Policy, replay_policy
 from ..analysis.prices import BundledPrices, PriceTable, Rates, RateTable, price_requests
 from ..analysis.requests import (
     FIGURES,
@@ -26,6 +24,9 @@ from ..analysis.requests import (
     source_format,
 )
 from ..analysis.tokens import PathRequest, Tokenizer, path_requests
+from ..errors import SurfaceLabError
+from ..evidence import find_lost_evidence
+from ..policies import Policy, replay_policy
 from ..problems import Problem
 from .audit import compaction_audit
 from .columns import frame_from_columns
@@ -108,12 +109,12 @@ def _billed(source: Any, subagents: bool) -> tuple[list[Request], list[Problem]]
         path = source.sources[0]["path"]
         requests = read_requests(path, fmt=source.format, subagents=subagents)
         return mark_on_path(requests, source.events, source.origins), []
-    if isinstance(source, (str, os.PathLike)) and source_format(source) is not None:
-        requests = read_requests(source, subagents=subagents)
+    if isinstance(source, (str, os.PathLike)) and source_format(path := Path(source)):
+        requests = read_requests(path, subagents=subagents)
         try:
-            imported = import_any(source)
+            imported = import_any(path)
         except SurfaceLabError as err:
-            return requests, [Problem("warning", "on-path-unknown", f"the import failed, "
+            return requests, [Problem("note", "on-path-unknown", f"the import failed, "
                                       f"so on_path is unknown: {err}", str(source), None)]
         return (mark_on_path(requests, imported.events, imported.origins),
                 list(imported.problems))
@@ -177,7 +178,7 @@ class PolicyComparison:
 def _summary(name: str, log: LogData, tokenizer: Tokenizer | None, recorded: bool
              ) -> tuple[dict[str, Any], list[Any]]:
     requests = _requests(log, tokenizer)
-    tokens = [r.counted if tokenizer is not None else r.estimated for r in requests]
+    tokens = [r.counted or 0 if tokenizer is not None else r.estimated for r in requests]
     audit = compaction_audit(log, progress=False)
     kinds = list(audit["kind"].astype(str))
     inputs = [r.input_total for r in requests if r.input_total is not None]
