@@ -12,9 +12,12 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from ..events import Event, mapping_at
 from ..jsonvalue import as_int
 from ..messages import message_text, text_tokens
+from ..reading.sequences import LogEvents
 from ..surface import APPEND, LOG_ONLY, REPLACE, Plan, PlanList
 
 __all__ = [
@@ -76,7 +79,7 @@ def recorded_usage(events: Sequence[Event], seq: int, types: Sequence[str] | Non
             if not isinstance(s, int) or not 0 <= s < seq or (
                     types is not None and types[s] != "assistant/chunk"):
                 continue
-            cited_event = events[s]
+            cited_event = events.raw(s) if isinstance(events, LogEvents) else events[s]
             chunk = mapping_at(cited_event.get("data"), "chunk")
             if cited_event["type"] == "assistant/chunk" and chunk.get("type") == "usage":
                 usage, source = chunk.get("usage"), "chunk"
@@ -184,16 +187,69 @@ class PathRequest:
     input_source: str
 
 
-def _typed(events: Sequence[Event]) -> tuple[Sequence[str], Sequence[int | None],
-                                              Sequence[int | None]]:
-    """Each event's type, turn and step: from the reader's typed columns when it kept
-    the log packed (no event is parsed), else from the events in memory."""
-    if hasattr(events, "types") and hasattr(events, "turns"):
-        packed: Any = events
-        return packed.types, packed.turns, packed.steps
-    data = [mapping_at(e, "data") for e in events]
-    return ([e["type"] for e in events], [as_int(d.get("turn")) for d in data],
-            [as_int(d.get("step")) for d in data])
+class _Message(msgspec.Struct, gc=False):
+    source: Any = None  # a mapping, or what the log holds
+
+
+class _Data(msgspec.Struct, gc=False):
+    turn: Any = None
+    step: Any = None
+    usage: Any = None
+    message: _Message | None = None
+
+
+class _Reply(msgspec.Struct, gc=False):
+    """What a request reads of an assistant message's line; its content is skipped."""
+
+    data: _Data | None = None
+    sourceEventSeqs: Any = None
+
+
+_REPLY = msgspec.json.Decoder(_Reply)
+
+
+@dataclass(frozen=True, slots=True)
+class _Unit:
+    turn: int | None
+    step: int | None
+    usage: Any
+    source: Mapping[str, Any]
+    cited: Any
+
+
+def _unit(events: Sequence[Event], seq: int) -> _Unit:
+    """An assistant message's turn, step, usage, model source and cited seqs: decoded
+    from its line alone where the reader kept the log packed, else read from memory."""
+    view = events.line_view(seq) if isinstance(events, LogEvents) else None
+    if view is not None:
+        try:
+            line = _REPLY.decode(view)
+        except msgspec.DecodeError:
+            line = None
+        if line is not None and line.data is not None:
+            data = line.data
+            source = data.message.source if data.message is not None else None
+            return _Unit(as_int(data.turn), as_int(data.step), data.usage,
+                         source if isinstance(source, Mapping) else {},
+                         line.sourceEventSeqs)
+    event = events[seq]
+    data = mapping_at(event, "data")
+    return _Unit(as_int(data.get("turn")), as_int(data.get("step")), data.get("usage"),
+                 mapping_at(mapping_at(data, "message"), "source"),
+                 event.get("sourceEventSeqs"))
+
+
+def _entries(kinds: bytes | bytearray) -> list[int]:
+    """The seqs whose plan puts them on the surface (appends and replaces)."""
+    import numpy as np
+
+    codes = np.frombuffer(bytes(kinds), dtype=np.uint8)
+    return [int(s) for s in np.flatnonzero(codes != LOG_ONLY)]
+
+
+def _types(events: Sequence[Event]) -> Sequence[str]:
+    """Each event's type: the reader's type codes for a packed log (nothing parsed)."""
+    return events.types if isinstance(events, LogEvents) else [e["type"] for e in events]
 
 
 def _entry_texts(events: Sequence[Event], seqs: list[int]) -> list[str]:
@@ -203,15 +259,33 @@ def _entry_texts(events: Sequence[Event], seqs: list[int]) -> list[str]:
     return [message_text(events[s]) for s in seqs]
 
 
-def _request_id(message: Mapping[str, Any], turn: int | None, step: int | None,
+def _request_id(source: Mapping[str, Any], turn: int | None, step: int | None,
                 seq: int) -> str:
-    source = mapping_at(message, "source")
     response, request = source.get("responseId"), source.get("requestId")
     if isinstance(response, str) and isinstance(request, str):
         return f"{response}:{request}"
     if isinstance(response, str):
         return response
     return f"{turn}.{step}" if step is not None else f"seq-{seq}"
+
+
+def _usage_of(events: Sequence[Event], seq: int, unit: _Unit, types: Sequence[str]
+              ) -> tuple[dict[str, int], str | None]:
+    """`recorded_usage` of an assistant message whose line is decoded already."""
+    usage, source = unit.usage, "message"
+    if not isinstance(usage, Mapping):
+        usage = source = None
+        for s in reversed(unit.cited if isinstance(unit.cited, list) else []):
+            if isinstance(s, int) and 0 <= s < seq and types[s] == "assistant/chunk":
+                event = events.raw(s) if isinstance(events, LogEvents) else events[s]
+                chunk = mapping_at(event.get("data"), "chunk")
+                if chunk.get("type") == "usage":
+                    usage, source = chunk.get("usage"), "chunk"
+                    break
+    if not isinstance(usage, Mapping):
+        return {}, None
+    out = {name: n for key, name in _USAGE_KEYS if (n := as_int(usage.get(key))) is not None}
+    return out, source if out else None
 
 
 def path_requests(events: Sequence[Event], plans: Sequence[Plan], *,
@@ -223,21 +297,23 @@ def path_requests(events: Sequence[Event], plans: Sequence[Plan], *,
 
     The surface is kept as running sums as the plans apply, each entry's text counted
     once (read from the packed log's message columns where it has them)."""
-    types, turns, steps = _typed(events)
+    types = _types(events)
     kinds = plans.kinds if isinstance(plans, PlanList) else bytes(p.kind for p in plans)
     replaces = (plans.replaces if isinstance(plans, PlanList)
                 else {p.seq: p for p in plans if p.kind == REPLACE})
-    entries = [s for s, k in enumerate(kinds) if k != LOG_ONLY]
+    entries = _entries(kinds)
     texts = dict(zip(entries, _entry_texts(events, entries), strict=True))
     estimate = {s: text_tokens(t) for s, t in texts.items()}
     counts = ({s: _MESSAGE_OVERHEAD + int(tokenizer(t)) for s, t in texts.items()}
               if tokenizer is not None else None)
     size = total = counted = 0
     groups: dict[Any, list[Any]] = {}
+    units: dict[int, _Unit] = {}
     for seq in entries:
         kind = kinds[seq]
         if kind == APPEND and types[seq] == "assistant/message" and seq not in skip:
-            key = (turns[seq], steps[seq]) if steps[seq] is not None else ("seq", seq)
+            unit = units[seq] = _unit(events, seq)
+            key = (unit.turn, unit.step) if unit.step is not None else ("seq", seq)
             if key in groups:
                 groups[key][1] = seq
             else:
@@ -254,10 +330,8 @@ def path_requests(events: Sequence[Event], plans: Sequence[Plan], *,
             counted += counts[seq]
     out = []
     for first, last, entries_before, est, cnt in groups.values():
-        recorded, source = recorded_usage(events, last, types)
-        recorded = {k: v for k, v in recorded.items()}
-        message = mapping_at(mapping_at(events[last], "data"), "message")
-        model = mapping_at(message, "source").get("model")
+        recorded, source = _usage_of(events, last, units[last], types)
+        model = units[last].source.get("model")
         input_total = (recorded["input"] + recorded.get("cache_read", 0)
                        + recorded.get("cache_write", 0)) if "input" in recorded else None
         if input_total is not None:
@@ -267,8 +341,8 @@ def path_requests(events: Sequence[Event], plans: Sequence[Plan], *,
         else:
             best, best_source = est, "estimate"
         out.append(PathRequest(
-            first, last, turns[first], steps[first],
-            _request_id(message, turns[first], steps[first], first),
+            first, last, units[first].turn, units[first].step,
+            _request_id(units[last].source, units[first].turn, units[first].step, first),
             model if isinstance(model, str) else None, entries_before, est,
             cnt if tokenizer is not None else None, recorded, source, input_total, best,
             best_source))
