@@ -227,9 +227,9 @@ def _unit(events: Sequence[Event], seq: int) -> _Unit:
         except msgspec.DecodeError:
             line = None
         if line is not None and line.data is not None:
-            data = line.data
-            source = data.message.source if data.message is not None else None
-            return _Unit(as_int(data.turn), as_int(data.step), data.usage,
+            typed = line.data
+            source = typed.message.source if typed.message is not None else None
+            return _Unit(as_int(typed.turn), as_int(typed.step), typed.usage,
                          source if isinstance(source, Mapping) else {},
                          line.sourceEventSeqs)
     event = events[seq]
@@ -272,9 +272,10 @@ def _request_id(source: Mapping[str, Any], turn: int | None, step: int | None,
 def _usage_of(events: Sequence[Event], seq: int, unit: _Unit, types: Sequence[str]
               ) -> tuple[dict[str, int], str | None]:
     """`recorded_usage` of an assistant message whose line is decoded already."""
-    usage, source = unit.usage, "message"
+    usage = unit.usage
+    source: str | None = "message"
     if not isinstance(usage, Mapping):
-        usage = source = None
+        usage, source = None, None
         for s in reversed(unit.cited if isinstance(unit.cited, list) else []):
             if isinstance(s, int) and 0 <= s < seq and types[s] == "assistant/chunk":
                 event = events.raw(s) if isinstance(events, LogEvents) else events[s]
