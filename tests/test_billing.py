@@ -332,3 +332,16 @@ class TestAudit:
         html = Path(estimated["html"]).read_text()
         assert "tokens source" in html and "tokens (estimate)" in html
         assert "tokens (usage)" in Path(recorded["html"]).read_text()
+
+
+class TestPathRequests:
+    def test_the_packed_log_and_its_events_in_memory_give_the_same_requests(self) -> None:
+        """The typed-column path (decoding only what a request reads) agrees with the
+        one over materialised events."""
+        from surface_lab import read_log
+
+        path = ROOT / "sample_logs" / "long-compaction.jsonl"
+        packed = tokens_df(path)
+        in_memory = tokens_df([dict(e) for e in read_log(path).events])
+        assert packed.equals(in_memory)
+        assert len(packed) == 28 and packed["usage_source"].eq("chunk").all()

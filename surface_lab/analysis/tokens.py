@@ -17,6 +17,7 @@ import msgspec
 from ..events import Event, mapping_at
 from ..jsonvalue import as_int
 from ..messages import message_text, text_tokens
+from ..reading.lines import TYPE_NAMES
 from ..reading.sequences import LogEvents
 from ..surface import APPEND, LOG_ONLY, REPLACE, Plan, PlanList
 
@@ -208,6 +209,43 @@ class _Reply(msgspec.Struct, gc=False):
 _REPLY = msgspec.json.Decoder(_Reply)
 
 
+class _Chunk(msgspec.Struct, gc=False):
+    type: Any = None
+    usage: Any = None
+
+
+class _ChunkData(msgspec.Struct, gc=False):
+    chunk: _Chunk | None = None
+
+
+class _ChunkLine(msgspec.Struct, gc=False):
+    """What a request reads of a cited chunk's line: its chunk type and usage."""
+
+    data: _ChunkData | None = None
+
+
+_CHUNK = msgspec.json.Decoder(_ChunkLine)
+
+
+def _chunk_usage(events: Sequence[Event], seq: int) -> tuple[bool, Any]:
+    """(is a usage chunk, its usage) of the chunk `events[seq]`; a packed row's member is
+    a delta, never usage."""
+    if isinstance(events, LogEvents):
+        view = events.line_view(seq)
+        if view is None or b"usage" not in view.tobytes():  # a delta, or no usage
+            return False, None
+        try:
+            line = _CHUNK.decode(view)
+        except msgspec.DecodeError:
+            line = None
+        if line is not None:
+            chunk = line.data.chunk if line.data is not None else None
+            return (chunk is not None and chunk.type == "usage",
+                    chunk.usage if chunk is not None else None)
+    data = mapping_at(events[seq].get("data"), "chunk")
+    return data.get("type") == "usage", data.get("usage")
+
+
 @dataclass(frozen=True, slots=True)
 class _Unit:
     turn: int | None
@@ -247,9 +285,16 @@ def _entries(kinds: bytes | bytearray) -> list[int]:
     return [int(s) for s in np.flatnonzero(codes != LOG_ONLY)]
 
 
-def _types(events: Sequence[Event]) -> Sequence[str]:
-    """Each event's type: the reader's type codes for a packed log (nothing parsed)."""
-    return events.types if isinstance(events, LogEvents) else [e["type"] for e in events]
+_CODES = {name: k for k, name in enumerate(TYPE_NAMES)}
+_MESSAGE, _CHUNK_CODE = _CODES["assistant/message"], _CODES["assistant/chunk"]
+
+
+def _types(events: Sequence[Event]) -> bytes:
+    """Each event's type as an index into `TYPE_NAMES` (255: a type it does not know):
+    the reader's own codes for a packed log, nothing parsed."""
+    if isinstance(events, LogEvents):
+        return events.type_codes
+    return bytes(_CODES.get(e["type"], 255) for e in events)
 
 
 def _entry_texts(events: Sequence[Event], seqs: list[int]) -> list[str]:
@@ -269,7 +314,7 @@ def _request_id(source: Mapping[str, Any], turn: int | None, step: int | None,
     return f"{turn}.{step}" if step is not None else f"seq-{seq}"
 
 
-def _usage_of(events: Sequence[Event], seq: int, unit: _Unit, types: Sequence[str]
+def _usage_of(events: Sequence[Event], seq: int, unit: _Unit, types: bytes
               ) -> tuple[dict[str, int], str | None]:
     """`recorded_usage` of an assistant message whose line is decoded already."""
     usage = unit.usage
@@ -277,11 +322,10 @@ def _usage_of(events: Sequence[Event], seq: int, unit: _Unit, types: Sequence[st
     if not isinstance(usage, Mapping):
         usage, source = None, None
         for s in reversed(unit.cited if isinstance(unit.cited, list) else []):
-            if isinstance(s, int) and 0 <= s < seq and types[s] == "assistant/chunk":
-                event = events.raw(s) if isinstance(events, LogEvents) else events[s]
-                chunk = mapping_at(event.get("data"), "chunk")
-                if chunk.get("type") == "usage":
-                    usage, source = chunk.get("usage"), "chunk"
+            if isinstance(s, int) and 0 <= s < seq and types[s] == _CHUNK_CODE:
+                is_usage, found = _chunk_usage(events, s)
+                if is_usage:
+                    usage, source = found, "chunk"
                     break
     if not isinstance(usage, Mapping):
         return {}, None
@@ -312,7 +356,7 @@ def path_requests(events: Sequence[Event], plans: Sequence[Plan], *,
     units: dict[int, _Unit] = {}
     for seq in entries:
         kind = kinds[seq]
-        if kind == APPEND and types[seq] == "assistant/message" and seq not in skip:
+        if kind == APPEND and types[seq] == _MESSAGE and seq not in skip:
             unit = units[seq] = _unit(events, seq)
             key = (unit.turn, unit.step) if unit.step is not None else ("seq", seq)
             if key in groups:

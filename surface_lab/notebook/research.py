@@ -26,6 +26,7 @@ from ..analysis.requests import (
 from ..analysis.tokens import PathRequest, Tokenizer, path_requests
 from ..errors import SurfaceLabError
 from ..evidence import find_lost_evidence
+from ..gcpause import gc_paused
 from ..policies import Policy, replay_policy
 from ..problems import Problem
 from .audit import compaction_audit
@@ -97,7 +98,8 @@ def _requests(log: LogData, tokenizer: Tokenizer | None) -> list[PathRequest]:
     """The requests on the path, but an importer's copies (the messages a compaction
     bracket re-appends)."""
     copies = {s for b in brackets(log) for s in range(b.start, b.end)}
-    return path_requests(log.events, log.plans, skip=copies, tokenizer=tokenizer)
+    with gc_paused():  # many acyclic texts and rows: no collection while they are built
+        return path_requests(log.events, log.plans, skip=copies, tokenizer=tokenizer)
 
 
 def _billed(source: Any, subagents: bool) -> tuple[list[Request], list[Problem]]:
