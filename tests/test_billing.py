@@ -265,8 +265,11 @@ class TestErrors:
 
     def test_a_surface_log_s_requests_come_from_its_events(self) -> None:
         frame = requests_df(ROOT / "sample_logs" / "long-compaction.jsonl", prices={})
-        assert len(frame) == len(tokens_df(ROOT / "sample_logs" / "long-compaction.jsonl"))
-        assert len(frame) > 0 and frame["on_path"].all()
+        main = frame[frame["agent"] == "main"]
+        assert len(main) == len(tokens_df(ROOT / "sample_logs" / "long-compaction.jsonl"))
+        assert main["on_path"].all() and not frame[frame["agent"] == "summarizer"][
+            "on_path"].any()
+        assert set(frame["agent"]) == {"main", "summarizer"}  # its compactions' requests
         assert set(frame["tokens_source"]) == {"usage"}
 
 
@@ -345,3 +348,67 @@ class TestPathRequests:
         in_memory = tokens_df([dict(e) for e in read_log(path).events])
         assert packed.equals(in_memory)
         assert len(packed) == 28 and packed["usage_source"].eq("chunk").all()
+
+
+OTHER_CLAUDE = sorted(p for p in OTHER.glob("*.jsonl") if source_format(p) == "claude-code") \
+    if OTHER.is_dir() else []
+
+
+@needs_shared
+@pytest.mark.parametrize("path", OTHER_CLAUDE, ids=lambda p: p.name[-30:])
+def test_every_other_claude_code_log_totals_its_own_figures(path: Path) -> None:
+    assert _summed(read_requests(path)) == _claude_truth(path)
+
+
+@needs_shared
+def test_compare_policies_counts_recorded_input_with_the_cache_for_every_agent() -> None:
+    from surface_lab.notebook import compare_policies
+
+    for path in (CLAUDE / MAINS[0].name, next(OTHER.glob("*linear-history.trajectory.json"))):
+        events = list(import_any(path).events)
+        recorded = compare_policies(events, {}).frame.iloc[0]["recorded_input_tokens"]
+        assert recorded == tokens_df(events)["input_total"].sum()
+    claude = tokens_df(list(import_any(CLAUDE / MAINS[0].name).events))
+    assert (claude["input_total"] > claude["input_uncached"]).all()  # the cache counts
+
+
+DSH = sorted((SHARED / "real_logs" / "dsh").glob("*.jsonl")) if CLAUDE.is_dir() else []
+
+
+@needs_shared
+@pytest.mark.parametrize("path", DSH, ids=lambda p: p.name[-34:])
+def test_a_dsh_log_bills_its_requests_and_its_summarizer(path: Path) -> None:
+    """Truth: each assistant message's own usage (one per step) and each
+    compaction/summary's usage, read from the lines."""
+    truth_in = truth_out = 0
+    steps = set()
+    for line in path.read_text().splitlines()[1:]:
+        record = json.loads(line)
+        usage = (record.get("data") or {}).get("usage")
+        if not isinstance(usage, dict):
+            continue
+        if record["type"] == "assistant/message":
+            key = (record["data"].get("turn"), record["data"].get("step"))
+            if key in steps:
+                continue
+            steps.add(key)
+        elif record["type"] != "compaction/summary":
+            continue
+        truth_in += usage.get("inputTokens", 0) + usage.get("cacheReadTokens", 0) + \
+            usage.get("cacheWriteTokens", 0)
+        truth_out += usage.get("outputTokens", 0)
+    frame = requests_df(path, prices={})
+    assert (frame["input_total"].sum(), frame["output"].sum()) == (truth_in, truth_out)
+
+
+@needs_shared
+def test_a_dsh_compaction_s_summarizer_is_in_the_audit() -> None:
+    from surface_lab.notebook import compaction_audit
+
+    path = next((SHARED / "real_logs" / "dsh").glob("*compaction-recovery*"))
+    summary = next(json.loads(line) for line in path.read_text().splitlines()
+                   if '"compaction/summary"' in line)
+    (row,) = compaction_audit(path, progress=False).to_dict("records")
+    assert (row["summarizer_input"], row["summarizer_output"]) == (
+        summary["data"]["usage"]["inputTokens"], summary["data"]["usage"]["outputTokens"])
+    assert row["tokens_source"] == "usage"

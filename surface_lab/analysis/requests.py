@@ -427,11 +427,16 @@ def mark_on_path(requests: Sequence[Request], events: Sequence[Event],
 def requests_from_events(events: Sequence[Event], *, file: str = "") -> list[Request]:
     """The requests of a surface log, from the usage its assistant messages record (on
     the message or in a usage chunk it cites; a step is one model request, its last
-    message's usage the request's)."""
+    message's usage the request's), then the summarizer requests its
+    `compaction/summary` events record (`agent` summarizer, off the path)."""
     from .tokens import recorded_usage
 
     groups: dict[Any, tuple[int, dict[str, int], Mapping[str, Any]]] = {}
+    summarizers: list[Request] = []
     for seq, event in enumerate(events):
+        if event["type"] == "compaction/summary":
+            summarizers += _summarizer(event, seq, file)
+            continue
         if event["type"] != "assistant/message":
             continue
         usage, _ = recorded_usage(events, seq)
@@ -458,7 +463,24 @@ def requests_from_events(events: Sequence[Event], *, file: str = "") -> list[Req
             write=usage.get("cache_write"), output=usage.get("output"),
             reasoning=usage.get("reasoning"), ids=(str(message.get("id")),)),
             on_path=True))
-    return out
+    return out + summarizers
+
+
+def _summarizer(event: Event, seq: int, file: str) -> list[Request]:
+    """The summarizer request a `compaction/summary` records the usage of (dsh writes
+    its model and usage there), as a request off the path."""
+    data = mapping_at(event, "data")
+    usage = data.get("usage")
+    if not isinstance(usage, Mapping):
+        return []
+    values = {name: as_int(usage.get(k)) for k, name in (
+        ("inputTokens", "input"), ("cacheReadTokens", "read"), ("cacheWriteTokens", "write"),
+        ("outputTokens", "output"), ("reasoningTokens", "reasoning"))}
+    return [replace(_request(
+        f"compaction:{data.get('compactionId', seq)}", file, None, as_int(event.get("time")),
+        data.get("model"), str(data.get("provider") or "") or None, "summarizer",
+        uncached=values["input"], read=values["read"], write=values["write"],
+        output=values["output"], reasoning=values["reasoning"]), on_path=False)]
 
 
 def totals(requests: Iterable[Request]) -> dict[str, int]:

@@ -167,13 +167,14 @@ def _recorded_tokens(log: LogData, frame: pd.DataFrame) -> None:
 
 def _recorded_costs(log: LogData, frame: pd.DataFrame, around: list[Any]) -> None:
     """The summarizer request of each compaction and the dollars it and the cache write
-    it forced cost, where the audited log is an agent's file whose session files record
-    them (NA otherwise)."""
+    it forced cost, where the log records them: an agent's session files (the audited
+    log's path) or a surface log's `compaction/summary` usage (NA otherwise)."""
     from ..analysis.prices import BundledPrices, compaction_costs
-    from ..analysis.requests import read_requests, source_format
+    from ..analysis.requests import read_requests, requests_from_events, source_format
 
     costs: list[Any] = []
-    if log.path and len(frame) and source_format(log.path) is not None:
+    agent_file = bool(log.path) and source_format(str(log.path)) is not None
+    if len(frame):
         try:
             table: Any = BundledPrices()
         except ModuleNotFoundError:  # without the prices extra: tokens, no dollars
@@ -188,8 +189,11 @@ def _recorded_costs(log: LogData, frame: pd.DataFrame, around: list[Any]) -> Non
                     end = r.seq
             windows.append((None if start is None else log.events[start].get("time"),
                             None if end is None else log.events[end].get("time")))
-        costs = compaction_costs(windows, [a.after_request for a in around],
-                                 read_requests(log.path), table)
+        # an agent's files record its summarizer requests; a surface log, its
+        # compaction/summary events
+        billed = (read_requests(str(log.path)) if agent_file
+                  else requests_from_events(log.events))
+        costs = compaction_costs(windows, [a.after_request for a in around], billed, table)
     for name, dtype in (("summarizer_input", "Int64"), ("summarizer_output", "Int64"),
                         ("summarizer_usd", "float64"), ("next_cache_write_usd", "float64")):
         frame[name] = pd.Series([getattr(c, name) for c in costs] if costs else
