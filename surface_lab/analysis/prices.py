@@ -13,6 +13,7 @@ from functools import cache
 from typing import Any, Protocol
 
 from .requests import Request
+from .tokens import AroundReplace
 
 __all__ = ["BundledPrices", "CompactionCost", "Cost", "PriceTable", "RateTable", "Rates",
            "compaction_costs", "price_requests"]
@@ -183,31 +184,35 @@ class CompactionCost:
     next_cache_write_usd: float | None
 
 
-def compaction_costs(windows: Sequence[tuple[int | None, int | None]],
-                     after_requests: Sequence[str | None], billed: Sequence[Request],
+def compaction_costs(around: Sequence[AroundReplace], billed: Sequence[Request],
                      table: PriceTable | None) -> list[CompactionCost]:
-    """For each compaction, given the times of the requests just before and after it
-    (`windows`) and the id of the one after: the summarizer request made between them
-    (each used once) and the price of the cache write the request after made.
+    """For each compaction (`around_replaces` of its replace): the summarizer request
+    made between the request before it and the one after (each used once), and the
+    price of the cache write the request after made.
 
     Args:
-        billed: every request of the session (`read_requests`, subagents included).
+        billed: the session's requests (`read_requests`, subagents included, or a
+            surface log's `requests_from_events`); only summarizers and the requests
+            after a replace are read.
         table: prices; None gives the tokens without dollars.
     """
     summarizers = sorted((r for r in billed if r.agent == "summarizer"),
                          key=lambda r: r.time if r.time is not None else -1)
     used: set[str] = set()
-    by_id = {r.request_id: r for r in billed}
+    by_id = {r.request_id: r for r in billed if r.agent == "main"}
     out = []
-    for (start, end), after_id in zip(windows, after_requests, strict=True):
+    for a in around:
         found = next((r for r in summarizers if r.request_id not in used
-                      and r.time is not None and (start is None or r.time >= start)
-                      and (end is None or r.time <= end)), None)
+                      and r.time is not None
+                      and (a.before_time is None or r.time >= a.before_time)
+                      and (a.after_time is None or r.time <= a.after_time)), None)
         if found is not None:
             used.add(found.request_id)
-        after = by_id.get(after_id) if after_id is not None else None
         write_usd = None
-        if after is not None and table is not None and after.cache_write:
+        if a.next_cache_write and table is not None:
+            after = by_id.get(a.after_request or "")
+            if after is None:  # from the imported log's usage: the TTL is not recorded
+                after = _only_write(a)
             only_write = replace(after, input_uncached=0, cache_read=0, output=0,
                                  reasoning=None, input_total=after.cache_write)
             write_usd = table.cost(only_write).usd
@@ -217,3 +222,9 @@ def compaction_costs(windows: Sequence[tuple[int | None, int | None]],
             table.cost(found).usd if found is not None and table is not None else None,
             write_usd))
     return out
+
+
+def _only_write(a: AroundReplace) -> Request:
+    write = a.next_cache_write or 0
+    return Request(a.after_request or "", "", None, a.after_time, a.after_model, None,
+                   "main", True, 1, 0, 0, write, None, None, 0, None, write, "usage")

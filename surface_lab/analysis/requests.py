@@ -24,7 +24,8 @@ from ..events import Event, mapping_at
 from ..jsonvalue import as_int
 
 __all__ = ["Request", "RequestsError", "mark_on_path", "read_requests",
-           "requests_from_events", "subagent_files", "totals"]
+           "requests_from_events", "source_format", "subagent_files", "summarizer_request",
+           "totals"]
 
 # The figures of a request, in the order frames show them.
 FIGURES = ("input_uncached", "cache_read", "cache_write", "cache_write_5m",
@@ -435,7 +436,7 @@ def requests_from_events(events: Sequence[Event], *, file: str = "") -> list[Req
     summarizers: list[Request] = []
     for seq, event in enumerate(events):
         if event["type"] == "compaction/summary":
-            summarizers += _summarizer(event, seq, file)
+            summarizers += summarizer_request(event, seq, file)
             continue
         if event["type"] != "assistant/message":
             continue
@@ -466,7 +467,7 @@ def requests_from_events(events: Sequence[Event], *, file: str = "") -> list[Req
     return out + summarizers
 
 
-def _summarizer(event: Event, seq: int, file: str) -> list[Request]:
+def summarizer_request(event: Event, seq: int, file: str = "") -> list[Request]:
     """The summarizer request a `compaction/summary` records the usage of (dsh writes
     its model and usage there), as a request off the path."""
     data = mapping_at(event, "data")

@@ -396,30 +396,86 @@ def path_requests(events: Sequence[Event], plans: Sequence[Plan], *,
 
 @dataclass(frozen=True, slots=True)
 class AroundReplace:
-    """The recorded input of the requests just before and just after a replace (None
-    where the log records no usage for them), and the cache write the first request
-    after it made: the prefix the replace forced the provider to cache again."""
+    """The requests just before and just after a replace, as the log records them.
+
+    Attributes:
+        before, after: their recorded input (`input_total`; None where the log records
+            no usage for them, or there is no such request).
+        next_cache_write: the cache write the request after made: the prefix the
+            replace forced the provider to cache again.
+        before_request, after_request: their request ids.
+        before_time, after_time: when the request before ended and the one after began
+            (its last and first messages' times).
+        after_usage, after_model: the request after's usage and model (to price its
+            cache write).
+    """
 
     before: int | None
     after: int | None
     next_cache_write: int | None
     before_request: str | None
     after_request: str | None
+    before_time: int | None = None
+    after_time: int | None = None
+    after_usage: Mapping[str, int] | None = None
+    after_model: str | None = None
 
 
-def around_replaces(requests: Sequence[PathRequest], seqs: Sequence[int]
-                    ) -> list[AroundReplace]:
-    """An `AroundReplace` for each replace seq, from `path_requests` of the same log."""
+def around_replaces(events: Sequence[Event], seqs: Sequence[int], *,
+                    skip: Collection[int] = ()) -> list[AroundReplace]:
+    """An `AroundReplace` for each replace seq. Only the assistant messages next to
+    each replace are read (found by their type codes), so this costs the replaces, not
+    the log; `skip` as in `path_requests`."""
     from bisect import bisect_left
 
-    starts = [r.seq for r in requests]
+    import numpy as np
+
+    types = _types(events)
+    messages = [int(s) for s in np.flatnonzero(np.frombuffer(types, dtype=np.uint8)
+                                                 == _MESSAGE) if int(s) not in skip]
+
+    def time_of(seq: int) -> int | None:
+        event = events.raw(seq) if isinstance(events, LogEvents) else events[seq]
+        return as_int(event.get("time"))
+
+    def request(k: int, step: int) -> tuple[int, int, _Unit]:
+        """The first and last message of the step of `messages[k]`, walking forward
+        (`step` 1) or back (-1), and the unit of its last message when forward."""
+        first = unit = _unit(events, messages[k])
+        j = k
+        while 0 <= j + step < len(messages):
+            nxt = _unit(events, messages[j + step])
+            if nxt.step is None or (nxt.turn, nxt.step) != (first.turn, first.step):
+                break
+            j += step
+            unit = nxt
+        return min(messages[k], messages[j]), max(messages[k], messages[j]), (
+            unit if step > 0 else first)
+
     out = []
     for seq in seqs:
-        k = bisect_left(starts, seq)
-        before = requests[k - 1] if k > 0 else None
-        after = requests[k] if k < len(requests) else None
+        k = bisect_left(messages, seq)
+        before = after = None
+        if k > 0:
+            start, end, _ = request(k - 1, -1)
+            last = _unit(events, end)
+            usage, _ = _usage_of(events, end, last, types)
+            total = (usage["input"] + usage.get("cache_read", 0) + usage.get("cache_write", 0)
+                     if "input" in usage else None)
+            before = (total, _request_id(last.source, last.turn, last.step, start),
+                      time_of(end))
+        if k < len(messages):
+            start, end, last = request(k, +1)
+            usage, _ = _usage_of(events, end, last, types)
+            total = (usage["input"] + usage.get("cache_read", 0) + usage.get("cache_write", 0)
+                     if "input" in usage else None)
+            model = last.source.get("model")
+            after = (total, _request_id(last.source, last.turn, last.step, start),
+                     time_of(start), usage, model if isinstance(model, str) else None)
         out.append(AroundReplace(
-            before.input_total if before else None, after.input_total if after else None,
-            after.recorded.get("cache_write") if after else None,
-            before.request_id if before else None, after.request_id if after else None))
+            before[0] if before else None, after[0] if after else None,
+            after[3].get("cache_write") if after else None,
+            before[1] if before else None, after[1] if after else None,
+            before[2] if before else None, after[2] if after else None,
+            after[3] if after else None, after[4] if after else None))
     return out

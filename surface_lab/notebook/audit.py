@@ -138,12 +138,10 @@ def _recorded_tokens(log: LogData, frame: pd.DataFrame) -> None:
     """tokens_before/after/saved from the usage of the requests just before and after each
     replace where the log records it (`tokens_source` usage), else the 4-characters
     estimate of the surface text (`estimate`); the estimate stays in its own columns."""
-    from ..analysis.tokens import around_replaces, path_requests
+    from ..analysis.tokens import around_replaces
 
     copies = {s for b in brackets(log) for s in range(b.start, b.end)}
-    requests = path_requests(log.events, log.plans, skip=copies)
-    log.cache["path_requests"] = requests
-    around = around_replaces(requests, [int(s) for s in frame["seq"]])
+    around = around_replaces(log.events, [int(s) for s in frame["seq"]], skip=copies)
     recorded = [a.before is not None and a.after is not None for a in around]
     frame["estimated_tokens_before"] = frame["tokens_before"].astype("int64")
     frame["estimated_tokens_after"] = frame["tokens_after"].astype("int64")
@@ -170,30 +168,20 @@ def _recorded_costs(log: LogData, frame: pd.DataFrame, around: list[Any]) -> Non
     it forced cost, where the log records them: an agent's session files (the audited
     log's path) or a surface log's `compaction/summary` usage (NA otherwise)."""
     from ..analysis.prices import BundledPrices, compaction_costs
-    from ..analysis.requests import read_requests, requests_from_events, source_format
+    from ..analysis.requests import read_requests, source_format, summarizer_request
 
     costs: list[Any] = []
-    agent_file = bool(log.path) and source_format(str(log.path)) is not None
     if len(frame):
+        if log.path and source_format(str(log.path)) is not None:
+            billed = read_requests(str(log.path))  # its subagent files hold summarizers
+        else:  # a surface log records them in its compaction/summary events
+            summaries = log.seqs_of_type("compaction/summary")
+            billed = [r for s in summaries for r in summarizer_request(log.read(s), s)]
         try:
             table: Any = BundledPrices()
         except ModuleNotFoundError:  # without the prices extra: tokens, no dollars
             table = None
-        windows = []  # the times of the requests just before and after each replace
-        for seq in frame["seq"]:
-            start = end = None
-            for r in log.cache["path_requests"]:
-                if r.seq < seq:
-                    start = r.last_seq
-                elif end is None:
-                    end = r.seq
-            windows.append((None if start is None else log.events[start].get("time"),
-                            None if end is None else log.events[end].get("time")))
-        # an agent's files record its summarizer requests; a surface log, its
-        # compaction/summary events
-        billed = (read_requests(str(log.path)) if agent_file
-                  else requests_from_events(log.events))
-        costs = compaction_costs(windows, [a.after_request for a in around], billed, table)
+        costs = compaction_costs(around, billed, table)
     for name, dtype in (("summarizer_input", "Int64"), ("summarizer_output", "Int64"),
                         ("summarizer_usd", "float64"), ("next_cache_write_usd", "float64")):
         frame[name] = pd.Series([getattr(c, name) for c in costs] if costs else
