@@ -147,16 +147,21 @@ class TestOtherAgents:
         assert [r.recorded_cost for r in requests] == [u["cost"]["total"] for u in usages]
         assert all(r.on_path for r in requests)
 
-    @pytest.mark.parametrize("name", ["trajectory.json", "trajectory.cont-1.json"])
-    def test_atif_totals_equal_its_final_metrics(self, name: str) -> None:
-        path = next(OTHER.glob(f"*linear-history.{name}"))
-        final = json.loads(path.read_text())["final_metrics"]
-        requests = read_requests(path)
-        t = totals(requests)
-        assert t["input_total"] == final["total_prompt_tokens"]
-        assert t["output"] == final["total_completion_tokens"]
-        assert sum(r.recorded_cost or 0 for r in requests) == pytest.approx(
-            final["total_cost_usd"])
+    def test_atif_totals_equal_each_file_s_final_metrics_with_its_continuation(self
+                                                                              ) -> None:
+        root = next(OTHER.glob("*linear-history.trajectory.json"))
+        requests = read_requests(root)
+        files = list(dict.fromkeys(r.file for r in requests))
+        assert [Path(f).name for f in files] == [root.name, root.name.replace(
+            ".json", ".cont-1.json")]  # the continuation, as the importer follows it
+        for file in files:
+            final = json.loads(Path(file).read_text())["final_metrics"]
+            own = [r for r in requests if r.file == file]
+            assert totals(own)["input_total"] == final["total_prompt_tokens"]
+            assert totals(own)["output"] == final["total_completion_tokens"]
+            assert sum(r.recorded_cost or 0 for r in own) == pytest.approx(
+                final["total_cost_usd"])
+        assert len({r.request_id for r in requests}) == len(requests)
 
     def test_atif_labels_what_its_steps_do_not_itemise(self) -> None:
         path = next(OTHER.glob("*linear-history.trajectory.cont-1.json"))

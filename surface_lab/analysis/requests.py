@@ -42,8 +42,8 @@ class Request:
 
     Attributes:
         request_id: stable within the session (Claude Code `message.id:requestId`,
-            Codex `<session>:<line>`, pi the entry id, ATIF `step-<id>`, mini-swe-agent
-            the response id).
+            Codex `<session>:<line>`, pi the entry id, ATIF `<file>:step-<id>`,
+            mini-swe-agent the response id).
         file, line: where the request's figures are (the final record's line).
         time: when it was made (ms since the epoch; None when the source has no time).
         model, provider: as the source names them.
@@ -230,6 +230,26 @@ def _pi(path: Path) -> list[Request]:
 
 # -- ATIF ----------------------------------------------------------------------------
 
+def _atif_chain(root: Path, document: Mapping[str, Any]) -> list[Request]:
+    """The requests of a trajectory and of its continuations, which the importer follows
+    the same way (`continued_trajectory_ref`, inside the root's folder)."""
+    from ..importers.atif import MAX_FILES, _continuation
+    from ..importers.common import Builder
+
+    notes = Builder("atif", str(root))  # the resolver's notes; the importer reports them
+    files = [(root, document)]
+    while len(files) < MAX_FILES:
+        ref = files[-1][1].get("continued_trajectory_ref")
+        nxt = _continuation(root, files[-1][0], ref, notes) if ref is not None else None
+        if nxt is None or any(nxt == f for f, _ in files):
+            break
+        data = _json_document(nxt)
+        if data is None:
+            break
+        files.append((nxt, data))
+    return [r for path, data in files for r in _atif(path, data)]
+
+
 def _atif(path: Path, document: Mapping[str, Any]) -> list[Request]:
     out = []
     agent_model = mapping_at(document, "agent").get("model_name")
@@ -240,7 +260,7 @@ def _atif(path: Path, document: Mapping[str, Any]) -> list[Request]:
             continue  # a copied step was billed in the trajectory it was copied from
         prompt, cached = as_int(metrics.get("prompt_tokens")), as_int(
             metrics.get("cached_tokens"))
-        step_id = f"step-{step.get('step_id')}"
+        step_id = f"{path.name}:step-{step.get('step_id')}"
         out.append(_request(
             step_id, path, None, _ms(step.get("timestamp")),
             step.get("model_name") or agent_model, None, "main",
@@ -260,7 +280,7 @@ def _atif(path: Path, document: Mapping[str, Any]) -> list[Request]:
             # requests the file counts in its totals but does not itemise (e.g. the
             # summarizer's, in a continuation): billed, so kept, and labelled
             out.append(_request(
-                "final_metrics-unitemized", path, None, None, agent_model, None,
+                f"{path.name}:final_metrics-unitemized", path, None, None, agent_model, None,
                 "unitemized", uncached=prompt - cached, read=cached, write=None,
                 output=completion, total=prompt, source="usage-total", calls=None,
                 cost=(cost - sum(r.recorded_cost or 0 for r in out))
@@ -378,7 +398,7 @@ def read_requests(path: str | Path, *, fmt: str | None = None,
         if document is None:
             raise RequestsError(f"{path}: not a JSON object, so not an {fmt} file",
                                 path=str(path))
-        reader = {"atif": _atif, "mini-swe-agent": _mini_swe_agent,
+        reader = {"atif": _atif_chain, "mini-swe-agent": _mini_swe_agent,
                   "swe-agent": _swe_agent}[fmt]
         linear = reader(path, document)
     else:
