@@ -417,3 +417,45 @@ def test_a_dsh_compaction_s_summarizer_is_in_the_audit() -> None:
     assert (row["summarizer_input"], row["summarizer_output"]) == (
         summary["data"]["usage"]["inputTokens"], summary["data"]["usage"]["outputTokens"])
     assert row["tokens_source"] == "usage"
+
+
+class TestUntrustedFiles:
+    def test_a_subagent_link_out_of_the_session_folder_is_not_read(self, tmp_path: Path
+                                                                   ) -> None:
+        from surface_lab.analysis.requests import subagent_files
+
+        session = tmp_path / "s.jsonl"
+        session.write_text("")
+        (tmp_path / "s" / "subagents").mkdir(parents=True)
+        (tmp_path / "elsewhere.jsonl").write_text("")
+        (tmp_path / "s" / "subagents" / "agent-x.jsonl").symlink_to(
+            tmp_path / "elsewhere.jsonl")
+        (tmp_path / "s" / "subagents" / "agent-y.jsonl").write_text("")
+        assert [p.name for p in subagent_files(session)] == ["agent-y.jsonl"]
+
+    def test_a_codex_count_whose_cache_exceeds_its_input_is_kept_unsplit(
+            self, tmp_path: Path) -> None:
+        path = tmp_path / "rollout.jsonl"
+        lines = [{"type": "session_meta", "payload": {"id": "s1"}},
+                 {"type": "turn_context", "payload": {"model": "gpt-4o"}},
+                 {"type": "event_msg", "timestamp": "2026-01-01T00:00:00Z", "payload": {
+                     "type": "token_count", "info": {
+                         "total_token_usage": {"input_tokens": 10},
+                         "last_token_usage": {"input_tokens": 10, "cached_input_tokens": 50,
+                                              "output_tokens": 3}}}}]
+        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        (row,) = read_requests(path, fmt="codex")
+        assert (row.input_total, row.input_uncached, row.cache_read) == (10, None, 50)
+        assert (row.request_id, row.model, row.on_path) == ("s1:3", "gpt-4o", True)
+        cost = BundledPrices().cost(row)
+        assert cost.usd is None and "does not split" in (cost.problem or "")
+
+    def test_lines_that_are_not_json_objects_are_no_requests(self, tmp_path: Path) -> None:
+        path = tmp_path / "t.jsonl"
+        good = {"type": "assistant", "uuid": "u1", "requestId": "r1", "message": {
+            "id": "m1", "model": "claude-opus-4-6",
+            "usage": {"input_tokens": 1, "output_tokens": 2}}}
+        path.write_text("not json\n[1, 2]\n" + json.dumps(good) + "\n")
+        (row,) = read_requests(path, fmt="claude-code")
+        assert (row.request_id, row.line, row.input_total, row.output) == (
+            "m1:r1", 3, 1, 2)

@@ -125,7 +125,12 @@ def subagent_files(path: str | Path) -> list[Path]:
     beside it, in name order."""
     path = Path(path)
     folder = path.with_suffix("") / "subagents"
-    return sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
+    if not folder.is_dir():
+        return []
+    inside = folder.resolve()
+    # a link out of the session's folder is not one of its files
+    return sorted(p for p in folder.glob("agent-*.jsonl")
+                  if p.is_file() and p.resolve().parent == inside)
 
 
 def _claude_code(path: Path, agent: str) -> list[Request]:
@@ -199,6 +204,8 @@ def _codex(path: Path) -> list[Request]:
         read = as_int(last.get("cached_input_tokens"))
         write = as_int(last.get("cache_write_input_tokens"))
         uncached = None if given is None else given - (read or 0) - (write or 0)
+        if uncached is not None and uncached < 0:
+            uncached = None  # cached parts beyond the input: kept unsplit, not priced
         out.append(_request(
             f"{session}:{number}", path, number, _ms(record.get("timestamp")), model,
             "openai", "main", uncached=uncached, read=read, write=write,
