@@ -459,3 +459,20 @@ class TestUntrustedFiles:
         (row,) = read_requests(path, fmt="claude-code")
         assert (row.request_id, row.line, row.input_total, row.output) == (
             "m1:r1", 3, 1, 2)
+
+
+def test_the_running_surface_sums_equal_a_fold_at_each_request() -> None:
+    """path_requests keeps the surface as running sums; the surface folded anew before
+    each request's first message (request_tokens) gives the same figures."""
+    from surface_lab import read_log
+    from surface_lab.analysis.tokens import path_requests, request_tokens
+    from surface_lab.surface import fold_surface
+
+    log = read_log(ROOT / "sample_logs" / "long-compaction.jsonl")
+    events = list(log.events)
+    words = lambda text: len(text.split())  # noqa: E731
+    for r in path_requests(log.events, log.plans, tokenizer=words):
+        nodes = fold_surface(events[: r.seq]).nodes
+        folded = request_tokens(events, nodes, r.seq, words)
+        assert (r.surface_entries, r.estimated, r.counted) == (
+            folded.surface_entries, folded.estimated, folded.counted)
