@@ -16,7 +16,7 @@ import msgspec
 
 from ..events import Event, mapping_at
 from ..jsonvalue import as_int
-from ..messages import message_text, text_tokens
+from ..messages import Block, blocks_text, message_text, text_tokens
 from ..reading.lines import TYPE_NAMES
 from ..reading.sequences import LogEvents
 from ..surface import APPEND, LOG_ONLY, REPLACE, Plan, PlanList
@@ -189,6 +189,7 @@ class PathRequest:
 
 
 class _Message(msgspec.Struct, gc=False):
+    content: list[Block] | None = None
     source: Any = None  # a mapping, or what the log holds
 
 
@@ -253,6 +254,7 @@ class _Unit:
     usage: Any
     source: Mapping[str, Any]
     cited: Any
+    text: str  # message_text of the message
 
 
 def _unit(events: Sequence[Event], seq: int) -> _Unit:
@@ -266,15 +268,17 @@ def _unit(events: Sequence[Event], seq: int) -> _Unit:
             line = None
         if line is not None and line.data is not None:
             typed = line.data
-            source = typed.message.source if typed.message is not None else None
+            message = typed.message
+            source = message.source if message is not None else None
             return _Unit(as_int(typed.turn), as_int(typed.step), typed.usage,
                          source if isinstance(source, Mapping) else {},
-                         line.sourceEventSeqs)
-    event = events[seq]
+                         line.sourceEventSeqs,
+                         blocks_text(message.content) if message is not None else "")
+    event = events.raw(seq) if isinstance(events, LogEvents) else events[seq]
     data = mapping_at(event, "data")
     return _Unit(as_int(data.get("turn")), as_int(data.get("step")), data.get("usage"),
                  mapping_at(mapping_at(data, "message"), "source"),
-                 event.get("sourceEventSeqs"))
+                 event.get("sourceEventSeqs"), message_text(event))
 
 
 def _entries(kinds: bytes | bytearray) -> list[int]:
@@ -347,17 +351,21 @@ def path_requests(events: Sequence[Event], plans: Sequence[Plan], *,
     replaces = (plans.replaces if isinstance(plans, PlanList)
                 else {p.seq: p for p in plans if p.kind == REPLACE})
     entries = _entries(kinds)
-    texts = dict(zip(entries, _entry_texts(events, entries), strict=True))
+    # each assistant message's line is decoded once, for its text and its request
+    units = {s: _unit(events, s) for s in entries
+             if kinds[s] == APPEND and types[s] == _MESSAGE and s not in skip}
+    others = [s for s in entries if s not in units]
+    texts = dict(zip(others, _entry_texts(events, others), strict=True))
+    texts.update((s, u.text) for s, u in units.items())
     estimate = {s: text_tokens(t) for s, t in texts.items()}
     counts = ({s: _MESSAGE_OVERHEAD + int(tokenizer(t)) for s, t in texts.items()}
               if tokenizer is not None else None)
     size = total = counted = 0
     groups: dict[Any, list[Any]] = {}
-    units: dict[int, _Unit] = {}
     for seq in entries:
         kind = kinds[seq]
-        if kind == APPEND and types[seq] == _MESSAGE and seq not in skip:
-            unit = units[seq] = _unit(events, seq)
+        unit = units.get(seq)
+        if unit is not None:
             key = (unit.turn, unit.step) if unit.step is not None else ("seq", seq)
             if key in groups:
                 groups[key][1] = seq
