@@ -476,3 +476,23 @@ def test_the_running_surface_sums_equal_a_fold_at_each_request() -> None:
         folded = request_tokens(events, nodes, r.seq, words)
         assert (r.surface_entries, r.estimated, r.counted) == (
             folded.surface_entries, folded.estimated, folded.counted)
+
+
+def test_each_compaction_takes_the_summarizer_made_between_its_requests() -> None:
+    from surface_lab.analysis.prices import compaction_costs
+    from surface_lab.analysis.requests import _request as make
+    from surface_lab.analysis.tokens import AroundReplace
+
+    def summarizer(rid: str, time: int) -> Any:
+        return make(rid, "f", None, time, "m", None, "summarizer", uncached=1_000_000,
+                    read=0, write=0, output=0)
+
+    billed = [summarizer("late", 500), summarizer("first", 150), summarizer("second", 250)]
+    around = [AroundReplace(10, 5, 1_000_000, "a", "b", 100, 200, None, "m"),
+              AroundReplace(10, 5, None, "c", "d", 200, 300, None, "m"),
+              AroundReplace(10, 5, None, "e", "f", 300, 400, None, "m")]
+    table = RateTable({"m": Rates(input=2, output=0, cache_write=4)})
+    costs = compaction_costs(around, billed, table)
+    assert [c.summarizer_request for c in costs] == ["first", "second", None]
+    assert [c.summarizer_usd for c in costs] == [2.0, 2.0, None]
+    assert [c.next_cache_write_usd for c in costs] == [4.0, None, None]

@@ -196,18 +196,23 @@ def compaction_costs(around: Sequence[AroundReplace], billed: Sequence[Request],
             after a replace are read.
         table: prices; None gives the tokens without dollars.
     """
-    summarizers = sorted((r for r in billed if r.agent == "summarizer"),
-                         key=lambda r: r.time if r.time is not None else -1)
-    used: set[str] = set()
+    from bisect import bisect_left
+
+    summarizers = sorted((r for r in billed if r.agent == "summarizer" and r.time is not None),
+                         key=lambda r: r.time or 0)
+    times = [r.time or 0 for r in summarizers]
+    used: set[int] = set()
     by_id = {r.request_id: r for r in billed if r.agent == "main"}
     out = []
     for a in around:
-        found = next((r for r in summarizers if r.request_id not in used
-                      and r.time is not None
-                      and (a.before_time is None or r.time >= a.before_time)
-                      and (a.after_time is None or r.time <= a.after_time)), None)
-        if found is not None:
-            used.add(found.request_id)
+        found = None
+        k = bisect_left(times, a.before_time) if a.before_time is not None else 0
+        while k < len(summarizers) and (a.after_time is None or times[k] <= a.after_time):
+            if k not in used:  # the first one of the window not taken yet
+                used.add(k)
+                found = summarizers[k]
+                break
+            k += 1
         write_usd = None
         if a.next_cache_write and table is not None:
             after = by_id.get(a.after_request or "")
