@@ -8,6 +8,7 @@ ipywidgets.
 from .analysis.evidence import LostEvidence, find_lost_evidence
 from .analysis.facts import DEFAULT_RULES, FactRules, Mention, facts_at_risk, find_mentions
 from .analysis.policies import Compact, MaskObservations, PolicyView, Prune, Rewrite, replay_policy
+from .analysis.tokens import count_tokens, hf_tokenizer, tiktoken_tokenizer
 from .errors import (
     AdmissionError,
     CorruptLogError,
@@ -22,7 +23,6 @@ from .repair import interrupted_turn_closers
 from .session import Session
 from .storage.read import LogReading, read_log
 from .surface import FoldResult, Plan, Replacement, fold_surface, plan_event
-from .tokens import count_tokens, hf_tokenizer, tiktoken_tokenizer
 
 __all__ = [
     "DEFAULT_RULES",

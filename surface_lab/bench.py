@@ -227,7 +227,7 @@ def _audit_rows(cache: Path, path: Path, events: int, runs: int) -> list[list[st
     from .agent.samples import generate_large
     from .analysis.evidence import find_lost_evidence
     from .analysis.source import load_source
-    from .notebook import compaction_audit, replacements_df
+    from .notebook import compaction_audit, replacements_df, tokens_df
     from .storage.read import read_log
 
     small_path = cache / f"large-{max(events // 10, 1000)}.jsonl"
@@ -237,20 +237,22 @@ def _audit_rows(cache: Path, path: Path, events: int, runs: int) -> list[list[st
     # Interleaved, one of each per round, so that a shared machine's drift hits the
     # measure and its baseline alike.
     times: dict[str, list[float]] = {"read": [], "frame": [], "audit": [], "small": [],
-                                     "evidence": []}
+                                     "evidence": [], "tokens": []}
     log = load_source(path, progress=False)  # the evidence step alone, of a loaded log
     for _ in range(runs):
         for name, func in (("read", lambda: read_log(path, progress=None)),
                            ("frame", lambda: replacements_df(path, progress=False)),
                            ("audit", lambda: compaction_audit(path, progress=False)),
                            ("small", lambda: compaction_audit(small_path, progress=False)),
-                           ("evidence", lambda: find_lost_evidence(log.events, log.plans))):
+                           ("evidence", lambda: find_lost_evidence(log.events, log.plans)),
+                           ("tokens", lambda: tokens_df(path, progress=False))):
             times[name].append(_median(func, 1))
-    t_read, t_frame, t_audit, t_small, t_evidence = (
+    t_read, t_frame, t_audit, t_small, t_evidence, t_tokens = (
         statistics.median(times[n]) for n in times)
     _row(rows, "replacements_df(path)", t_frame, "read_log", t_read)
     _row(rows, "compaction_audit(path)", t_audit, "read_log", t_read)
     _row(rows, "find_lost_evidence(events, plans)", t_evidence, "read_log", t_read)
+    _row(rows, "tokens_df(path) (one row per request)", t_tokens, "read_log", t_read)
     large_n = len(read_log(path).fold.replacements)
     small_n = len(read_log(small_path).fold.replacements)
     _row(rows, f"compaction_audit(path), {large_n} replaces", t_audit,

@@ -35,12 +35,20 @@ TERMS: tuple[Term, ...] = (
     Term("restored", "restored_seqs", "hidden entries an importer copied back right after "
                                       "the replace (moved, not lost), because the agent "
                                       "kept them but the log could not splice in place."),
-    Term("tokens before", "tokens_before", "estimated tokens (4 characters a token) of what "
-                                           "the replace hid."),
-    Term("tokens after", "tokens_after", "estimated tokens of the replacement and of what "
-                                         "its compaction appended after it."),
+    Term("tokens before", "tokens_before", "input tokens of the request just before the "
+                                           "replace, as its usage recorded them (cache "
+                                           "included); where the log records none, "
+                                           "estimated (4 characters a token) of what the "
+                                           "replace hid. `tokens source` says which."),
+    Term("tokens after", "tokens_after", "input tokens of the request just after the "
+                                         "replace (recorded), else the estimate of the "
+                                         "replacement and of what its compaction appended."),
     Term("saved", "saved_tokens", "tokens before minus tokens after: what the replace took "
-                                  "off each later request (estimated)."),
+                                  "off each later request (recorded or estimated, as "
+                                  "`tokens source` says)."),
+    Term("tokens source", "tokens_source", "usage: the figures are the requests' recorded "
+                                           "usage; estimate: 4 characters a token of the "
+                                           "surface text (no system prompt or tools)."),
     Term("facts at risk", "n_at_risk", "mentions (paths, URLs, errors, decisions, symbols; "
                                        "counters, ids and repeated log lines left out) in "
                                        "the hidden entries that neither the replacement "

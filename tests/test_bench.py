@@ -20,6 +20,7 @@ def test_bench_prints_every_measure(tmp_path: Path, capsys: pytest.CaptureFixtur
                     "ReplayWidget step (", "Play interval of the tour",
                     "plot_shadowing", "replacements_df(path)", "compaction_audit(path)",
                     "compaction_audit(path), ", "find_lost_evidence(events, plans)",
+                    "tokens_df(path) (one row per request)",
                     "corpus build, processes", "corpus build, dask",
                     "peak memory, serial build of 4 sessions, 16 MB tasks",
                     "corpus query: events by type (DuckDB)"):

@@ -64,7 +64,9 @@ class TestTokens:
         assert set(frame["input_source"]) == {"usage"} and set(frame["usage_source"]) == {
             "chunk"}
         assert frame["tokenizer_tokens"].isna().all()
-        assert (frame["input_tokens"] == frame["recorded_input_tokens"]).all()
+        assert (frame["input_tokens"] == frame["input_total"]).all()
+        assert (frame["input_total"] == frame["input_uncached"] + frame["cache_read"].fillna(0)
+                + frame["cache_write"].fillna(0)).all()
 
     def test_a_tokenizer_fills_its_column(self) -> None:
         frame = tokens_df(LONG, tokenizer=lambda text: len(text.split()))
@@ -73,7 +75,7 @@ class TestTokens:
 
     def test_an_imported_log_s_usage(self) -> None:
         frame = tokens_df(list(import_any(CLAUDE).events))
-        assert list(frame["recorded_input_tokens"]) == [100, 80]
+        assert list(frame["input_uncached"]) == [100, 80]
         assert list(frame["usage_source"].astype(str)) == ["message", "message"]
 
 

@@ -1,4 +1,4 @@
-"""Token counts with their source (surface_lab.tokens): recorded usage first, then a
+"""Token counts with their source (surface_lab.analysis.tokens): recorded usage first, then a
 tokenizer, then the 4-characters estimate; adapters wrap encoders the caller built."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 from shared_logs import SHARED
 
 from surface_lab import count_tokens, hf_tokenizer, read_log, tiktoken_tokenizer
+from surface_lab.analysis.tokens import recorded_usage, request_tokens
 from surface_lab.importers import import_any
-from surface_lab.tokens import recorded_usage, request_tokens
 
 ROOT = Path(__file__).resolve().parents[1]
 CLAUDE = SHARED / "real_logs" / "other" / (

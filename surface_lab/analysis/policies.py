@@ -17,7 +17,6 @@ from ..messages import message_text
 from ..session import Session
 from ..storage.jsonl import JsonlStore
 from ..storage.read import LogReading, read_log
-from ..tokens import Tokenizer, count_tokens
 from .compaction import (
     CompactionPolicy,
     ExtractiveSummarizer,
@@ -25,6 +24,7 @@ from .compaction import (
     write_compaction,
     write_tool_result_rewrite,
 )
+from .tokens import Tokenizer, count_tokens
 
 __all__ = [
     "Compact",

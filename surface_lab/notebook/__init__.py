@@ -22,6 +22,7 @@ from .research import (
     compare_policies,
     lost_evidence_df,
     plot_policies,
+    requests_df,
     tokens_df,
 )
 
@@ -45,6 +46,7 @@ __all__ = [
     "plot_surface_size",
     "plot_visibility",
     "replacements_df",
+    "requests_df",
     "schema_table",
     "surface_df",
     "tokens_df",

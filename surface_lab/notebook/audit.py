@@ -58,7 +58,62 @@ def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True,
                                       replacements=replaced).items():
         frame[name] = pd.Series(values, dtype="int64" if name in _COUNTS else object,
                                 index=frame.index)
+    _recorded_tokens(log, frame)
     return frame if strict else (frame, log.problems)
+
+
+def _recorded_tokens(log: LogData, frame: pd.DataFrame) -> None:
+    """tokens_before/after/saved from the usage of the requests just before and after each
+    replace where the log records it (`tokens_source` usage), else the 4-characters
+    estimate of the surface text (`estimate`); the estimate stays in its own columns."""
+    from ..analysis.tokens import around_replaces
+
+    copies = {s for b in brackets(log) for s in range(b.start, b.end)}
+    around = around_replaces(log.events, [int(s) for s in frame["seq"]], skip=copies)
+    recorded = [a.before is not None and a.after is not None for a in around]
+    frame["estimated_tokens_before"] = frame["tokens_before"].astype("int64")
+    frame["estimated_tokens_after"] = frame["tokens_after"].astype("int64")
+    frame["tokens_before"] = pd.Series(
+        [a.before if ok else e for a, ok, e in zip(around, recorded,
+                                                   frame["estimated_tokens_before"],
+                                                   strict=True)], dtype="int64",
+        index=frame.index)
+    frame["tokens_after"] = pd.Series(
+        [a.after if ok else e for a, ok, e in zip(around, recorded,
+                                                  frame["estimated_tokens_after"],
+                                                  strict=True)], dtype="int64",
+        index=frame.index)
+    frame["saved_tokens"] = (frame["tokens_before"] - frame["tokens_after"]).astype("int64")
+    frame["tokens_source"] = pd.Series(["usage" if ok else "estimate" for ok in recorded],
+                                       dtype="string", index=frame.index)
+    frame["next_cache_write"] = pd.Series([a.next_cache_write for a in around],
+                                          dtype="Int64", index=frame.index)
+    _recorded_costs(log, frame, around)
+
+
+def _recorded_costs(log: LogData, frame: pd.DataFrame, around: list[Any]) -> None:
+    """The summarizer request of each compaction and the dollars it and the cache write
+    it forced cost, where the log records them: an agent's session files (the audited
+    log's path) or a surface log's `compaction/summary` usage (NA otherwise)."""
+    from ..analysis.prices import BundledPrices, compaction_costs
+    from ..analysis.requests import read_requests, source_format, summarizer_request
+
+    costs: list[Any] = []
+    if len(frame):
+        if log.path and source_format(str(log.path)) is not None:
+            billed = read_requests(str(log.path))  # its subagent files hold summarizers
+        else:  # a surface log records them in its compaction/summary events
+            summaries = log.seqs_of_type("compaction/summary")
+            billed = [r for s in summaries for r in summarizer_request(log.read(s), s)]
+        try:
+            table: Any = BundledPrices()
+        except ModuleNotFoundError:  # without the prices extra: tokens, no dollars
+            table = None
+        costs = compaction_costs(around, billed, table)
+    for name, dtype in (("summarizer_input", "Int64"), ("summarizer_output", "Int64"),
+                        ("summarizer_usd", "float64"), ("next_cache_write_usd", "float64")):
+        frame[name] = pd.Series([getattr(c, name) for c in costs] if costs else
+                                [None] * len(frame), dtype=dtype, index=frame.index)
 
 
 def replay_differences(log: LogData, audit: pd.DataFrame) -> list[dict[str, Any]]:
@@ -96,7 +151,8 @@ def _summary_rows(audit: pd.DataFrame) -> list[str]:
               f"{label('recorded_matches')}")
     rows = [header, "-" * len(header)]
     for row in _records(audit):
-        tokens = f"{row['tokens_before']} -> {row['tokens_after']}"
+        tokens = f"{row['tokens_before']} -> {row['tokens_after']}" + (
+            "" if row.get("tokens_source", "estimate") == "usage" else " est")
         rows.append(f"{row['seq']:>6} {row['kind']:<10} {_text(row['compaction_id']):<12} "
                     f"{row['n_shadowed']:>4} {len(row['removed_seqs']):>7} "
                     f"{len(row['restored_seqs']):>8} {tokens:>22} {row['saved_tokens']:>7} "
@@ -119,7 +175,9 @@ def session_counts(result: Mapping[str, Any]) -> dict[str, int]:
             "restored": sum(len(r) for r in audit["restored_seqs"]),
             "saved": total("saved_tokens"), "facts at risk": total("n_at_risk"),
             "redone": total("lost_evidence"), "failed compactions": len(result["failed"]),
-            "not replaying": int(audit["recorded_matches"].fillna(True).eq(False).sum())}
+            "not replaying": int(audit["recorded_matches"].fillna(True).eq(False).sum()),
+            "estimated": int(audit["tokens_source"].ne("usage").sum())
+            if "tokens_source" in audit else len(audit)}
 
 
 def counts_line(counts: Mapping[str, int]) -> str:
@@ -130,9 +188,19 @@ def counts_line(counts: Mapping[str, int]) -> str:
                 f"{plural(counts['failed compactions'], 'failed compaction')}")
     return (f"{plural(counts['replace'], 'replace')} hid {plural(counts['hid'], 'entry')} "
             f"({counts['removed']} removed, {counts['restored']} restored), saved "
-            f"{plural(counts['saved'], 'token')} (estimated), "
+            f"{plural(counts['saved'], 'token')} ({_tokens_source(counts)}), "
             f"{plural(counts['facts at risk'], 'fact at risk')}, {counts['redone']} redone, "
             f"{plural(counts['failed compactions'], 'failed compaction')}")
+
+
+def _tokens_source(counts: Mapping[str, int]) -> str:
+    """Where the saved tokens come from: the recorded usage, the estimate, or both."""
+    estimated = counts.get("estimated", counts["replace"])
+    if not estimated:
+        return "recorded"
+    if estimated == counts["replace"]:
+        return "estimated"
+    return f"recorded; {estimated} of {counts['replace']} estimated"
 
 
 NO_REPLACES = "no replaces: nothing in this log was compacted, pruned or rolled back"
@@ -387,7 +455,7 @@ def replacement_preview(text: str, limit: int = PREVIEW_CHARS, shared: str = "")
 # or a mapping) is shown after them, as text.
 _SHOWN = {"seq", "kind", "compaction_id", "n_shadowed", "removed_seqs", "restored_seqs",
           "tokens_before", "tokens_after", "saved_tokens", "n_at_risk", "recorded_matches",
-          "facts_at_risk"}
+          "facts_at_risk", "tokens_source"}
 _HIDDEN = {"type", "start", "end", "shadowed_seqs", "shadowed_types", "chars_before",
            "chars_after", "plugin", "shadows_replacement", "shadowed_type_counts"}
 _CSS = """<style>
@@ -449,8 +517,8 @@ def _replace_table(log: LogData, audit: pd.DataFrame) -> str:
     extra = [c for c in audit.columns if c not in _SHOWN | _HIDDEN]
     header = ["seq", "kind", "id", *(label(c) for c in (
         "n_shadowed", "removed_seqs", "restored_seqs", "tokens_before", "tokens_after",
-        "saved_tokens", "n_at_risk", "recorded_matches")), "what replaced it (preview)",
-        *(label(c) for c in extra)]
+        "saved_tokens", "tokens_source", "n_at_risk", "recorded_matches")),
+        "what replaced it (preview)", *(label(c) for c in extra)]
     texts = log.texts(int(s) for s in audit["seq"])
     shared = shared_opening([texts[int(s)] for s, k in zip(audit["seq"], audit["kind"],
                                                            strict=True)
@@ -464,7 +532,8 @@ def _replace_table(log: LogData, audit: pd.DataFrame) -> str:
             _cell(row["kind"]), _cell(row["compaction_id"]), _cell(row["n_shadowed"]),
             _cell(len(row["removed_seqs"])), _cell(len(row["restored_seqs"])),
             _cell(row["tokens_before"]), _cell(row["tokens_after"]),
-            _cell(row["saved_tokens"]), _cell(row["n_at_risk"]),
+            _cell(row["saved_tokens"]), _cell(row.get("tokens_source", "estimate")),
+            _cell(row["n_at_risk"]),
             f"<td{' class=bad' if replays == 'NO' else ''}>{esc(replays)}</td>",
             f"<td><code>{esc(replacement_preview(texts[seq], shared=shared))}</code></td>",
             *(_cell(row[c]) for c in extra)])
@@ -494,7 +563,8 @@ def _replace_details(log: LogData, row: Mapping[str, Any]) -> str:
         f"{esc(plural(row['n_shadowed'], 'entry'))} "
         f"({esc(_counts(row['shadowed_type_counts'])) or 'nothing'}; "
         f"{len(row['removed_seqs'])} removed, {len(restored)} restored)"
-        + f" · {esc(row['tokens_before'])} → {esc(row['tokens_after'])} tokens · "
+        + f" · {esc(row['tokens_before'])} → {esc(row['tokens_after'])} tokens ("
+        f"{esc(row.get('tokens_source', 'estimate'))}) · "
         f"{esc(plural(row['n_at_risk'], 'fact at risk'))}"
         + (f" · {esc(row['lost_evidence'])} redone" if "lost_evidence" in row else "")
         + "</summary>",

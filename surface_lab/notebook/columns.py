@@ -131,23 +131,66 @@ SCHEMAS: dict[str, list[Column]] = {
         Column("events_after", INT, "events between the replace and the action"),
     ],
     "tokens": [
-        Column("seq", INT, "the assistant message a model request produced"),
+        Column("seq", INT, "the request's first assistant message (one row per model "
+                           "request on the imported path: a step)"),
+        Column("last_seq", INT, "its last assistant message (whose usage is the request's)"),
         Column("turn", NINT, "data.turn"),
         Column("step", NINT, "data.step"),
+        Column("request_id", TEXT, "responseId:requestId where recorded (Claude Code's "
+                                   "message.id:requestId, as in requests_df), else the "
+                                   "response id, else turn.step"),
+        Column("model", TEXT, "the model that answered"),
         Column("surface_entries", INT, "entries on the surface the request was sent with"),
         Column("estimated_tokens", INT, "their tokens by the 4-characters estimate"),
         Column("tokenizer_tokens", NINT, "their tokens by the tokenizer= given (NA without)"),
-        Column("recorded_input_tokens", NINT, "input tokens the log recorded (usage)"),
-        Column("recorded_output_tokens", NINT, "output tokens the log recorded"),
-        Column("cache_read_tokens", NINT, "cache-read input tokens recorded"),
-        Column("cache_write_tokens", NINT, "cache-write input tokens recorded"),
+        Column("input_uncached", NINT, "recorded input not read from or written to the "
+                                       "cache (usage)"),
+        Column("cache_read", NINT, "recorded cache-read input tokens"),
+        Column("cache_write", NINT, "recorded cache-write input tokens"),
+        Column("output", NINT, "recorded output tokens (reasoning included)"),
+        Column("reasoning", NINT, "recorded reasoning tokens, part of output"),
+        Column("input_total", NINT, "input_uncached + cache_read + cache_write "
+                                    "(OpenTelemetry gen_ai.usage.input_tokens)"),
         Column("usage_source", _cat(USAGE_SOURCES), "where the usage came from: the "
                                                     "message's usage field or a usage "
                                                     "chunk it cites (NA: none recorded)"),
         Column("input_tokens", INT, "the best figure for the request's input"),
         Column("input_source", _cat(TOKEN_SOURCES), "which source input_tokens came from: "
-                                                    "usage (input + cache read + cache "
-                                                    "write), tokenizer or estimate"),
+                                                    "usage (input_total), tokenizer or "
+                                                    "estimate (of the surface text)"),
+    ],
+    "requests": [
+        Column("request_id", TEXT, "the source's id of the request (Claude Code "
+                                   "message.id:requestId; see docs/tokens.md)"),
+        Column("file", TEXT, "the file that records it (a subagent file for a subagent)"),
+        Column("line", NINT, "the line of its final record (JSONL sources)"),
+        Column("time", NINT, "when it was made, epoch milliseconds (NA: not recorded)"),
+        Column("model", TEXT, "the model, as the source names it"),
+        Column("provider", TEXT, "the provider, as the source names it"),
+        Column("agent", TEXT, "main, subagent, summarizer (the compaction's own "
+                              "request) or unitemized (a total the source states "
+                              "beyond its itemised requests)"),
+        Column("on_path", "boolean", "the imported log shows it (NA: a total, or the "
+                                     "import failed)"),
+        Column("calls", NINT, "model calls the row stands for (1; the agent's count for "
+                              "a total)"),
+        Column("input_uncached", NINT, "input billed at the input rate"),
+        Column("cache_read", NINT, "input read from the cache"),
+        Column("cache_write", NINT, "input written to the cache (all TTLs)"),
+        Column("cache_write_5m", NINT, "of which 5-minute writes, where recorded"),
+        Column("cache_write_1h", NINT, "of which 1-hour writes, where recorded"),
+        Column("output", NINT, "output tokens (reasoning included)"),
+        Column("reasoning", NINT, "reasoning tokens, part of output, where recorded"),
+        Column("input_total", NINT, "all input (OpenTelemetry gen_ai.usage.input_tokens)"),
+        Column("tokens_source", TEXT, "usage (the provider's figures), usage-total (the "
+                                      "file's stated total less its itemised requests) "
+                                      "or agent-count (the agent's own count)"),
+        Column("cost_usd", FLOAT, "the request's price (NaN: unpriced, see cost_problem)"),
+        Column("priced_model", TEXT, "the model the price table priced"),
+        Column("cost_source", TEXT, "the price table (genai-prices VERSION, override, "
+                                    "user table)"),
+        Column("cost_problem", TEXT, "why there is no price"),
+        Column("recorded_cost_usd", FLOAT, "the dollars the source itself states"),
     ],
     "policies": [
         Column("policy", TEXT, "the policy's name (recorded: the log as it happened)"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,16 +17,27 @@ from matplotlib.figure import Figure
 from ..analysis.brackets import brackets, replacement_columns
 from ..analysis.evidence import find_lost_evidence
 from ..analysis.policies import Policy, recording_of, replay_policy
+from ..analysis.prices import BundledPrices, PriceTable, Rates, RateTable, price_requests
+from ..analysis.requests import (
+    FIGURES,
+    Request,
+    mark_on_path,
+    read_requests,
+    requests_from_events,
+    source_format,
+)
 from ..analysis.source import LogData, load_source
+from ..analysis.tokens import PathRequest, Tokenizer, path_requests
+from ..errors import SurfaceLabError
+from ..gcpause import gc_paused
+from ..problems import Problem
 from ..storage.read import LogReading, read_log
-from ..surface import REPLACE, apply_plan
-from ..tokens import Tokenizer, request_tokens
 from .audit import compaction_audit
 from .columns import frame_from_columns
 from .plots import OKABE_ITO
 
 __all__ = ["PolicyComparison", "compare_policies", "lost_evidence_df", "plot_policies",
-           "tokens_df"]
+           "requests_df", "tokens_df"]
 
 
 def _finish(frame: pd.DataFrame, log: LogData, strict: bool) -> Any:
@@ -55,48 +67,104 @@ def lost_evidence_df(source: Any, *, strict: bool = True, progress: bool = True)
 
 def tokens_df(source: Any, *, tokenizer: Tokenizer | None = None, strict: bool = True,
               progress: bool = True) -> Any:
-    """One row per model request (each assistant message but the copies an importer's
-    compaction bracket re-appends): the surface it was sent with
-    counted by the 4-characters estimate and by `tokenizer` (a callable text -> count),
-    the usage the log recorded, and the best input figure with its source."""
+    """One row per model request on the imported path (a step: Claude Code's records of
+    one response, Codex's items of one request; not the copies an importer's compaction
+    bracket re-appends): the surface it was sent with, counted by the 4-characters
+    estimate and by `tokenizer` (a callable text -> count), the usage the log recorded
+    for it, and the best input figure with its source. Every billed request, on the
+    path or not, with its dollars: `requests_df`."""
     log = load_source(source, strict=strict, progress=progress)
     rows = _requests(log, tokenizer)
     cols: dict[str, list[Any]] = {
-        "seq": [r.seq for r in rows],
-        "turn": [_field(log, r.seq, "turn") for r in rows],
-        "step": [_field(log, r.seq, "step") for r in rows],
+        "seq": [r.seq for r in rows], "last_seq": [r.last_seq for r in rows],
+        "turn": [r.turn for r in rows], "step": [r.step for r in rows],
+        "request_id": [r.request_id for r in rows], "model": [r.model for r in rows],
         "surface_entries": [r.surface_entries for r in rows],
         "estimated_tokens": [r.estimated for r in rows],
         "tokenizer_tokens": [r.counted for r in rows],
-        "recorded_input_tokens": [r.recorded.get("input") for r in rows],
-        "recorded_output_tokens": [r.recorded.get("output") for r in rows],
-        "cache_read_tokens": [r.recorded.get("cache_read") for r in rows],
-        "cache_write_tokens": [r.recorded.get("cache_write") for r in rows],
+        **{name: [r.recorded.get(key) for r in rows] for key, name in _RECORDED},
+        "input_total": [r.input_total for r in rows],
         "usage_source": [r.usage_source for r in rows],
         "input_tokens": [r.input_tokens for r in rows],
         "input_source": [r.input_source for r in rows]}
     return _finish(frame_from_columns("tokens", cols), log, strict)
 
 
-def _field(log: LogData, seq: int, key: str) -> int | None:
-    data = log.events[seq].get("data")
-    value = data.get(key) if isinstance(data, Mapping) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+_RECORDED = (("input", "input_uncached"), ("cache_read", "cache_read"),
+             ("cache_write", "cache_write"), ("output", "output"),
+             ("reasoning", "reasoning"))
 
 
-def _requests(log: LogData, tokenizer: Tokenizer | None) -> list[Any]:
-    """The request of every appended assistant message, but an importer's copies (the
-    messages a compaction bracket re-appends)."""
-    copies = {s for b in brackets(log.events) for s in range(b.start, b.end)}
-    nodes: list[int] = []
-    cache: dict[int, tuple[int, int | None]] = {}
-    out = []
-    for plan in log.plans:
-        if (log.events[plan.seq]["type"] == "assistant/message" and plan.kind != REPLACE
-                and plan.seq not in copies):
-            out.append(request_tokens(log.events, nodes, plan.seq, tokenizer, cache))
-        nodes = apply_plan(nodes, plan)
-    return out
+def _requests(log: LogData, tokenizer: Tokenizer | None) -> list[PathRequest]:
+    """The requests on the path, but an importer's copies (the messages a compaction
+    bracket re-appends)."""
+    copies = {s for b in brackets(log) for s in range(b.start, b.end)}
+    with gc_paused():  # many acyclic texts and rows: no collection while they are built
+        return path_requests(log.events, log.plans, skip=copies, tokenizer=tokenizer)
+
+
+def _billed(source: Any, subagents: bool) -> tuple[list[Request], list[Problem]]:
+    """The requests of `source`: read from the agent's files where it is one (or an
+    import of one), else from a surface log's events."""
+    from ..importers import ImportResult, import_any
+
+    if isinstance(source, ImportResult) and source.sources:
+        path = source.sources[0]["path"]
+        requests = read_requests(path, fmt=source.format, subagents=subagents)
+        return mark_on_path(requests, source.events, source.origins), []
+    if isinstance(source, (str, os.PathLike)) and source_format(path := Path(source)):
+        requests = read_requests(path, subagents=subagents)
+        try:
+            imported = import_any(path)
+        except SurfaceLabError as err:
+            return requests, [Problem("note", "on-path-unknown", f"the import failed, "
+                                      f"so on_path is unknown: {err}", str(source), None)]
+        return (mark_on_path(requests, imported.events, imported.origins),
+                list(imported.problems))
+    log = load_source(source, progress=False)
+    return requests_from_events(log.events, file=log.path or ""), list(log.problems)
+
+
+def requests_df(source: Any, *, prices: PriceTable | Mapping[str, Rates] | None = None,
+                overrides: Mapping[str, Rates] | None = None, subagents: bool = True,
+                strict: bool = True) -> Any:
+    """One row per model request the session was billed for, read from the agent's own
+    files: every branch (`on_path` says which the import shows), the session's subagent
+    files (the compaction's summarizer among them), each request once, with its tokens
+    as recorded and its dollars.
+
+    Args:
+        source: an agent's session file, an `ImportResult`, or a surface log (path,
+            `read_log` result, events), whose assistant messages' usage is read.
+        prices: a price table (`surface_lab.analysis.prices.PriceTable`) or model name ->
+            `Rates`; default genai-prices' bundled table, as of each request's time.
+        overrides: model name -> `Rates` that win over the bundled table.
+        subagents: with a Claude Code transcript, also `<session>/subagents/*.jsonl`.
+    """
+    requests, problems = _billed(source, subagents)
+    if isinstance(prices, Mapping):
+        table: PriceTable = RateTable(prices)
+    elif prices is None:
+        try:
+            table = BundledPrices(overrides)
+        except ModuleNotFoundError:  # without the prices extra: tokens, no dollars
+            table = RateTable(overrides or {}, name="none (install surface-lab[prices])")
+    else:
+        table = prices
+    costs = price_requests(requests, table)
+    cols: dict[str, list[Any]] = {
+        name: [getattr(r, name) for r in requests] for name in (
+            "request_id", "file", "line", "time", "model", "provider", "agent", "on_path",
+            "calls", *FIGURES)}
+    cols |= {"tokens_source": [r.source for r in requests],
+             "cost_usd": [np.nan if c.usd is None else c.usd for c in costs],
+             "priced_model": [c.priced_model for c in costs],
+             "cost_source": [c.source for c in costs],
+             "cost_problem": [c.problem for c in costs],
+             "recorded_cost_usd": [np.nan if r.recorded_cost is None else r.recorded_cost
+                                   for r in requests]}
+    frame = frame_from_columns("requests", cols)
+    return frame if strict else (frame, problems)
 
 
 @dataclass(frozen=True)
@@ -113,10 +181,10 @@ class PolicyComparison:
 def _summary(name: str, log: LogData, tokenizer: Tokenizer | None, recorded: bool
              ) -> tuple[dict[str, Any], list[Any]]:
     requests = _requests(log, tokenizer)
-    tokens = [r.counted if tokenizer is not None else r.estimated for r in requests]
+    tokens = [r.counted or 0 if tokenizer is not None else r.estimated for r in requests]
     audit = compaction_audit(log, progress=False)
     kinds = list(audit["kind"].astype(str))
-    inputs = [r.recorded["input"] for r in requests if "input" in r.recorded]
+    inputs = [r.input_total for r in requests if r.input_total is not None]
     failed = sum(1 for e in log.events if e["type"] == "compaction/end"
                  and isinstance(e.get("data"), Mapping) and "error" in e["data"])
     row = {"policy": name, "events": len(log.events), "requests": len(requests),
@@ -141,7 +209,8 @@ def compare_policies(source: Any, policies: Mapping[str, Policy | None], *,
 
     Surfaces are counted the same way for every policy (the tokenizer's count, else the
     estimate): recorded usage only exists for what really happened, so it is reported
-    for the recorded row alone (`recorded_input_tokens`).
+    for the recorded row alone (`recorded_input_tokens`: each request's input with its
+    cache reads and writes, the OpenTelemetry convention, whatever the agent).
 
     Args:
         source: a path, a `read_log` result, a `Session`, an `ImportResult` or events.

@@ -136,15 +136,17 @@ class TestTokenCounts:
         assert "token_count" not in "".join(
             line for line in printed.out.splitlines() if "not-model-visible" in line)
 
-    def test_tokens_df_shows_the_recorded_input_with_its_source(self, tmp_path: Path
-                                                                 ) -> None:
+    def test_tokens_df_shows_the_recorded_input_once_per_request(self, tmp_path: Path
+                                                                  ) -> None:
+        """The first request's two items carry its usage each; the row is the request."""
         frame = tokens_df(list(import_codex(rollout(tmp_path / "r.jsonl")).events))
-        assert _values(frame["recorded_input_tokens"]) == [300, 300, 200, None]
-        assert _values(frame["cache_read_tokens"]) == [600, 600, 1000, None]
-        assert _values(frame["cache_write_tokens"]) == [100, 100, None, None]
-        assert _values(frame["usage_source"]) == ["message", "message", "message", None]
-        assert _values(frame["input_source"]) == ["usage", "usage", "usage", "estimate"]
-        assert _values(frame["input_tokens"])[:3] == [1000, 1000, 1200]
+        assert _values(frame["input_uncached"]) == [300, 200, None]
+        assert _values(frame["cache_read"]) == [600, 1000, None]
+        assert _values(frame["cache_write"]) == [100, None, None]
+        assert _values(frame["usage_source"]) == ["message", "message", None]
+        assert _values(frame["input_source"]) == ["usage", "usage", "estimate"]
+        assert _values(frame["input_tokens"])[:2] == [1000, 1200]
+        assert _values(frame["input_total"])[:2] == [1000, 1200]
 
 
 def _values(column: Any) -> list[Any]:

@@ -1,0 +1,489 @@
+"""Token counts with their source: the usage a log recorded for each model request (dsh
+`usage` chunks and message usage, the usage importers carry over from Claude Code, Codex,
+pi and ATIF logs), a caller's tokenizer, or the 4-characters estimate.
+
+A tokenizer is any callable from text to a token count. The adapters wrap an encoder the
+caller has already built (`tiktoken.get_encoding(...)`, `tokenizers.Tokenizer.from_file`):
+nothing here downloads a vocabulary."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from ..events import Event, mapping_at
+from ..jsonvalue import as_int
+from ..messages import Block, blocks_text, message_text, text_tokens
+from ..reading.lines import TYPE_NAMES
+from ..reading.sequences import LogEvents
+from ..surface import APPEND, LOG_ONLY, REPLACE, Plan, PlanList
+
+__all__ = [
+    "AroundReplace",
+    "PathRequest",
+    "RequestTokens",
+    "Tokenizer",
+    "around_replaces",
+    "count_tokens",
+    "hf_tokenizer",
+    "path_requests",
+    "recorded_usage",
+    "request_tokens",
+    "tiktoken_tokenizer",
+]
+
+Tokenizer = Callable[[str], int]
+# per-message overhead the estimate adds (role and framing), kept for the tokenizer too
+_MESSAGE_OVERHEAD = 4
+
+
+def tiktoken_tokenizer(encoding: Any) -> Tokenizer:
+    """A tokenizer from a `tiktoken.Encoding` (special tokens are counted as text)."""
+    return lambda text: len(encoding.encode(text, disallowed_special=()))
+
+
+def hf_tokenizer(tokenizer: Any) -> Tokenizer:
+    """A tokenizer from a Hugging Face `tokenizers.Tokenizer` (no special tokens added)."""
+    return lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+def count_tokens(event: Mapping[str, Any], tokenizer: Tokenizer | None = None
+                 ) -> tuple[int, str]:
+    """`(tokens, source)` of one surface event's text: `"tokenizer"` with one (plus the
+    estimate's per-message overhead), else `"estimate"` (4 characters a token)."""
+    text = message_text(event)
+    if tokenizer is None:
+        return text_tokens(text), "estimate"
+    return _MESSAGE_OVERHEAD + int(tokenizer(text)), "tokenizer"
+
+
+_USAGE_KEYS = (("inputTokens", "input"), ("outputTokens", "output"),
+               ("cacheReadTokens", "cache_read"), ("cacheWriteTokens", "cache_write"),
+               ("reasoningTokens", "reasoning"))
+
+
+def recorded_usage(events: Sequence[Event], seq: int, types: Sequence[str] | None = None
+                   ) -> tuple[dict[str, int], str | None]:
+    """The usage recorded for the model response `events[seq]` (an assistant message):
+    its own `usage` field (`"message"`), else the last `usage` chunk it cites
+    (`"chunk"`); `({}, None)` when the log has none. `types` (each event's type) saves
+    reading events that are not chunks."""
+    event = events[seq]
+    usage = mapping_at(event, "data").get("usage")
+    source: str | None = "message" if isinstance(usage, Mapping) else None
+    if source is None:
+        cited = event.get("sourceEventSeqs")
+        for s in reversed(cited if isinstance(cited, list) else []):
+            if not isinstance(s, int) or not 0 <= s < seq or (
+                    types is not None and types[s] != "assistant/chunk"):
+                continue
+            cited_event = events.raw(s) if isinstance(events, LogEvents) else events[s]
+            chunk = mapping_at(cited_event.get("data"), "chunk")
+            if cited_event["type"] == "assistant/chunk" and chunk.get("type") == "usage":
+                usage, source = chunk.get("usage"), "chunk"
+                break
+    if not isinstance(usage, Mapping):
+        return {}, None
+    out = {name: n for key, name in _USAGE_KEYS if (n := as_int(usage.get(key))) is not None}
+    return out, source if out else None
+
+
+@dataclass(frozen=True)
+class RequestTokens:
+    """The tokens of one model request, as far as the log tells.
+
+    Attributes:
+        seq: the assistant message the request produced.
+        surface_entries: entries on the surface when it was sent.
+        estimated: the surface's tokens by the 4-characters estimate.
+        counted: the surface's tokens by the tokenizer (None without one).
+        recorded: the usage recorded (`input`, `output`, `cache_read`, `cache_write`).
+        usage_source: where `recorded` came from (`message`, `chunk`) or None.
+        input_tokens: the best figure for the request's input.
+        input_source: `usage` (recorded input plus cache reads and writes, which add up
+            to the prompt as Anthropic reports them; a provider whose input already
+            includes cached tokens reports none separately), `tokenizer` or `estimate`.
+    """
+
+    seq: int
+    surface_entries: int
+    estimated: int
+    counted: int | None
+    recorded: dict[str, int]
+    usage_source: str | None
+    input_tokens: int
+    input_source: str
+
+
+def request_tokens(events: Sequence[Event], nodes_before: Sequence[int], seq: int,
+                   tokenizer: Tokenizer | None = None,
+                   cache: dict[int, tuple[int, int | None]] | None = None) -> RequestTokens:
+    """The `RequestTokens` of the response `events[seq]`, sent with the surface
+    `nodes_before` (what was on it just before the response was committed).
+
+    Args:
+        cache: per-seq `(estimate, tokenizer count)`, reused across calls.
+    """
+    cache = {} if cache is None else cache
+    estimated = counted = 0
+    for n in nodes_before:
+        if n not in cache:
+            text_est = count_tokens(events[n])[0]
+            cache[n] = (text_est, count_tokens(events[n], tokenizer)[0]
+                        if tokenizer is not None else None)
+        est, cnt = cache[n]
+        estimated += est
+        counted += cnt or 0
+    recorded, source = recorded_usage(events, seq)
+    if "input" in recorded:
+        best = recorded["input"] + recorded.get("cache_read", 0) + recorded.get(
+            "cache_write", 0)
+        best_source = "usage"
+    elif tokenizer is not None:
+        best, best_source = counted, "tokenizer"
+    else:
+        best, best_source = estimated, "estimate"
+    return RequestTokens(seq, len(nodes_before), estimated,
+                         counted if tokenizer is not None else None, recorded, source, best,
+                         best_source)
+
+
+@dataclass(frozen=True, slots=True)
+class PathRequest:
+    """One model request on the imported path (a step: the assistant messages of one
+    response), with the surface it was sent with and the usage recorded for it.
+
+    Attributes:
+        seq: the request's first assistant message; `last_seq` its last.
+        turn, step: the step's `data.turn` and `data.step`.
+        request_id: `responseId:requestId` where the source kept them (Claude Code),
+            else the response id, else `turn.step`.
+        model: the model that answered.
+        surface_entries, estimated, counted: the surface just before `seq`: its
+            entries, its tokens by the 4-characters estimate and by the tokenizer.
+        recorded: the usage of the request's last message (`input` uncached,
+            `cache_read`, `cache_write`, `output`, `reasoning`), as recorded.
+        usage_source: `message` or `chunk` (None: nothing recorded).
+        input_total: recorded input, cache reads and writes added (OpenTelemetry).
+        input_tokens, input_source: the best input figure and its source
+            (`usage`: input_total; else `tokenizer` or `estimate` of the surface).
+    """
+
+    seq: int
+    last_seq: int
+    turn: int | None
+    step: int | None
+    request_id: str
+    model: str | None
+    surface_entries: int
+    estimated: int
+    counted: int | None
+    recorded: dict[str, int]
+    usage_source: str | None
+    input_total: int | None
+    input_tokens: int
+    input_source: str
+
+
+class _Message(msgspec.Struct, gc=False):
+    content: list[Block] | None = None
+    source: Any = None  # a mapping, or what the log holds
+
+
+class _Data(msgspec.Struct, gc=False):
+    turn: Any = None
+    step: Any = None
+    usage: Any = None
+    message: _Message | None = None
+
+
+class _Reply(msgspec.Struct, gc=False):
+    """What a request reads of an assistant message's line; its content is skipped."""
+
+    data: _Data | None = None
+    sourceEventSeqs: Any = None
+
+
+_REPLY = msgspec.json.Decoder(_Reply)
+
+
+class _Chunk(msgspec.Struct, gc=False):
+    type: Any = None
+    usage: Any = None
+
+
+class _ChunkData(msgspec.Struct, gc=False):
+    chunk: _Chunk | None = None
+
+
+class _ChunkLine(msgspec.Struct, gc=False):
+    """What a request reads of a cited chunk's line: its chunk type and usage."""
+
+    data: _ChunkData | None = None
+
+
+_CHUNK = msgspec.json.Decoder(_ChunkLine)
+
+
+def _chunk_usage(events: Sequence[Event], seq: int) -> tuple[bool, Any]:
+    """(is a usage chunk, its usage) of the chunk `events[seq]`; a packed row's member is
+    a delta, never usage."""
+    if isinstance(events, LogEvents):
+        view = events.line_view(seq)
+        if view is None or b"usage" not in view.tobytes():  # a delta, or no usage
+            return False, None
+        try:
+            line = _CHUNK.decode(view)
+        except msgspec.DecodeError:
+            line = None
+        if line is not None:
+            chunk = line.data.chunk if line.data is not None else None
+            return (chunk is not None and chunk.type == "usage",
+                    chunk.usage if chunk is not None else None)
+    data = mapping_at(events[seq].get("data"), "chunk")
+    return data.get("type") == "usage", data.get("usage")
+
+
+@dataclass(frozen=True, slots=True)
+class _Unit:
+    turn: int | None
+    step: int | None
+    usage: Any
+    source: Mapping[str, Any]
+    cited: Any
+    text: str  # message_text of the message
+
+
+def _unit(events: Sequence[Event], seq: int) -> _Unit:
+    """An assistant message's turn, step, usage, model source and cited seqs: decoded
+    from its line alone where the reader kept the log packed, else read from memory."""
+    view = events.line_view(seq) if isinstance(events, LogEvents) else None
+    if view is not None:
+        try:
+            line = _REPLY.decode(view)
+        except msgspec.DecodeError:
+            line = None
+        if line is not None and line.data is not None:
+            typed = line.data
+            message = typed.message
+            source = message.source if message is not None else None
+            return _Unit(as_int(typed.turn), as_int(typed.step), typed.usage,
+                         source if isinstance(source, Mapping) else {},
+                         line.sourceEventSeqs,
+                         blocks_text(message.content) if message is not None else "")
+    event = events.raw(seq) if isinstance(events, LogEvents) else events[seq]
+    data = mapping_at(event, "data")
+    return _Unit(as_int(data.get("turn")), as_int(data.get("step")), data.get("usage"),
+                 mapping_at(mapping_at(data, "message"), "source"),
+                 event.get("sourceEventSeqs"), message_text(event))
+
+
+def _entries(kinds: bytes | bytearray) -> list[int]:
+    """The seqs whose plan puts them on the surface (appends and replaces)."""
+    import numpy as np
+
+    codes = np.frombuffer(bytes(kinds), dtype=np.uint8)
+    return [int(s) for s in np.flatnonzero(codes != LOG_ONLY)]
+
+
+_CODES = {name: k for k, name in enumerate(TYPE_NAMES)}
+_MESSAGE, _CHUNK_CODE = _CODES["assistant/message"], _CODES["assistant/chunk"]
+
+
+def _types(events: Sequence[Event]) -> bytes:
+    """Each event's type as an index into `TYPE_NAMES` (255: a type it does not know):
+    the reader's own codes for a packed log, nothing parsed."""
+    if isinstance(events, LogEvents):
+        return events.type_codes
+    return bytes(_CODES.get(e["type"], 255) for e in events)
+
+
+def _entry_texts(events: Sequence[Event], seqs: list[int]) -> list[str]:
+    if hasattr(events, "message_texts"):
+        packed: Any = events
+        return [text for text, _ in packed.message_texts(seqs)]
+    return [message_text(events[s]) for s in seqs]
+
+
+def _request_id(source: Mapping[str, Any], turn: int | None, step: int | None,
+                seq: int) -> str:
+    response, request = source.get("responseId"), source.get("requestId")
+    if isinstance(response, str) and isinstance(request, str):
+        return f"{response}:{request}"
+    if isinstance(response, str):
+        return response
+    return f"{turn}.{step}" if step is not None else f"seq-{seq}"
+
+
+def _usage_of(events: Sequence[Event], seq: int, unit: _Unit, types: bytes
+              ) -> tuple[dict[str, int], str | None]:
+    """`recorded_usage` of an assistant message whose line is decoded already."""
+    usage = unit.usage
+    source: str | None = "message"
+    if not isinstance(usage, Mapping):
+        usage, source = None, None
+        for s in reversed(unit.cited if isinstance(unit.cited, list) else []):
+            if isinstance(s, int) and 0 <= s < seq and types[s] == _CHUNK_CODE:
+                is_usage, found = _chunk_usage(events, s)
+                if is_usage:
+                    usage, source = found, "chunk"
+                    break
+    if not isinstance(usage, Mapping):
+        return {}, None
+    out = {name: n for key, name in _USAGE_KEYS if (n := as_int(usage.get(key))) is not None}
+    return out, source if out else None
+
+
+def path_requests(events: Sequence[Event], plans: Sequence[Plan], *,
+                  skip: Collection[int] = (), tokenizer: Tokenizer | None = None
+                  ) -> list[PathRequest]:
+    """Every model request on the log's path, once: the appended assistant messages
+    (but those in `skip`, e.g. an importer's copies) grouped by step, each with the
+    surface its first message was sent with and its last message's usage.
+
+    The surface is kept as running sums as the plans apply, each entry's text counted
+    once (read from the packed log's message columns where it has them)."""
+    types = _types(events)
+    kinds = plans.kinds if isinstance(plans, PlanList) else bytes(p.kind for p in plans)
+    replaces = (plans.replaces if isinstance(plans, PlanList)
+                else {p.seq: p for p in plans if p.kind == REPLACE})
+    entries = _entries(kinds)
+    # each assistant message's line is decoded once, for its text and its request
+    units = {s: _unit(events, s) for s in entries
+             if kinds[s] == APPEND and types[s] == _MESSAGE and s not in skip}
+    others = [s for s in entries if s not in units]
+    texts = dict(zip(others, _entry_texts(events, others), strict=True))
+    texts.update((s, u.text) for s, u in units.items())
+    estimate = {s: text_tokens(t) for s, t in texts.items()}
+    counts = ({s: _MESSAGE_OVERHEAD + int(tokenizer(t)) for s, t in texts.items()}
+              if tokenizer is not None else None)
+    size = total = counted = 0
+    groups: dict[Any, list[Any]] = {}
+    for seq in entries:
+        kind = kinds[seq]
+        unit = units.get(seq)
+        if unit is not None:
+            key = (unit.turn, unit.step) if unit.step is not None else ("seq", seq)
+            if key in groups:
+                groups[key][1] = seq
+            else:
+                groups[key] = [seq, seq, size, total, counted]
+        if kind == REPLACE:
+            shadowed = replaces[seq].shadowed
+            size -= len(shadowed)
+            total -= sum(estimate[s] for s in shadowed)
+            if counts is not None:
+                counted -= sum(counts[s] for s in shadowed)
+        size += 1
+        total += estimate[seq]
+        if counts is not None:
+            counted += counts[seq]
+    out = []
+    for first, last, entries_before, est, cnt in groups.values():
+        recorded, source = _usage_of(events, last, units[last], types)
+        model = units[last].source.get("model")
+        input_total = (recorded["input"] + recorded.get("cache_read", 0)
+                       + recorded.get("cache_write", 0)) if "input" in recorded else None
+        if input_total is not None:
+            best, best_source = input_total, "usage"
+        elif tokenizer is not None:
+            best, best_source = cnt, "tokenizer"
+        else:
+            best, best_source = est, "estimate"
+        out.append(PathRequest(
+            first, last, units[first].turn, units[first].step,
+            _request_id(units[last].source, units[first].turn, units[first].step, first),
+            model if isinstance(model, str) else None, entries_before, est,
+            cnt if tokenizer is not None else None, recorded, source, input_total, best,
+            best_source))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class AroundReplace:
+    """The requests just before and just after a replace, as the log records them.
+
+    Attributes:
+        before, after: their recorded input (`input_total`; None where the log records
+            no usage for them, or there is no such request).
+        next_cache_write: the cache write the request after made: the prefix the
+            replace forced the provider to cache again.
+        before_request, after_request: their request ids.
+        before_time, after_time: when the request before ended and the one after began
+            (its last and first messages' times).
+        after_usage, after_model: the request after's usage and model (to price its
+            cache write).
+    """
+
+    before: int | None
+    after: int | None
+    next_cache_write: int | None
+    before_request: str | None
+    after_request: str | None
+    before_time: int | None = None
+    after_time: int | None = None
+    after_usage: Mapping[str, int] | None = None
+    after_model: str | None = None
+
+
+def around_replaces(events: Sequence[Event], seqs: Sequence[int], *,
+                    skip: Collection[int] = ()) -> list[AroundReplace]:
+    """An `AroundReplace` for each replace seq. Only the assistant messages next to
+    each replace are read (found by their type codes), so this costs the replaces, not
+    the log; `skip` as in `path_requests`."""
+    from bisect import bisect_left
+
+    import numpy as np
+
+    types = _types(events)
+    messages = [int(s) for s in np.flatnonzero(np.frombuffer(types, dtype=np.uint8)
+                                                 == _MESSAGE) if int(s) not in skip]
+
+    def time_of(seq: int) -> int | None:
+        event = events.raw(seq) if isinstance(events, LogEvents) else events[seq]
+        return as_int(event.get("time"))
+
+    def request(k: int, step: int) -> tuple[int, int, _Unit]:
+        """The first and last message of the step of `messages[k]`, walking forward
+        (`step` 1) or back (-1), and the unit of its last message when forward."""
+        first = unit = _unit(events, messages[k])
+        j = k
+        while 0 <= j + step < len(messages):
+            nxt = _unit(events, messages[j + step])
+            if nxt.step is None or (nxt.turn, nxt.step) != (first.turn, first.step):
+                break
+            j += step
+            unit = nxt
+        return min(messages[k], messages[j]), max(messages[k], messages[j]), (
+            unit if step > 0 else first)
+
+    out = []
+    for seq in seqs:
+        k = bisect_left(messages, seq)
+        before = after = None
+        if k > 0:
+            start, end, _ = request(k - 1, -1)
+            last = _unit(events, end)
+            usage, _ = _usage_of(events, end, last, types)
+            total = (usage["input"] + usage.get("cache_read", 0) + usage.get("cache_write", 0)
+                     if "input" in usage else None)
+            before = (total, _request_id(last.source, last.turn, last.step, start),
+                      time_of(end))
+        if k < len(messages):
+            start, end, last = request(k, +1)
+            usage, _ = _usage_of(events, end, last, types)
+            total = (usage["input"] + usage.get("cache_read", 0) + usage.get("cache_write", 0)
+                     if "input" in usage else None)
+            model = last.source.get("model")
+            after = (total, _request_id(last.source, last.turn, last.step, start),
+                     time_of(start), usage, model if isinstance(model, str) else None)
+        out.append(AroundReplace(
+            before[0] if before else None, after[0] if after else None,
+            after[3].get("cache_write") if after else None,
+            before[1] if before else None, after[1] if after else None,
+            before[2] if before else None, after[2] if after else None,
+            after[3] if after else None, after[4] if after else None))
+    return out
