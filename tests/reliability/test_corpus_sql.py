@@ -74,7 +74,7 @@ def test_allow_external_lets_a_query_read_outside_but_not_write(
 
 
 def test_the_python_api_is_read_only_too(built: Path, tmp_path: Path) -> None:
-    c = corpus.open(built)
+    c = corpus.open_corpus(built)
     try:
         with pytest.raises(SurfaceLabError, match="only SELECT") as caught:
             c.sql(f"COPY events TO '{tmp_path}/x.csv'")

@@ -77,7 +77,7 @@ def test_a_corpus_build_with_one_broken_import_finishes(tmp_path: Path) -> None:
                    '"timestamp": "2026-01-01T00:00:00Z", "cwd": "/w"}\n'
                    '{"type": "message", "id": ["e1"], "parentId": {"x": 1}}\n')
     corpus.to_parquet([logs], tmp_path / "out", engine="serial")
-    c = corpus.open(tmp_path / "out")
+    c = corpus.open_corpus(tmp_path / "out")
     try:
         rows = c.sql("select source, problem_code, events from sessions order by source")
     finally:

@@ -70,7 +70,7 @@ def test_corpus_build_gives_each_a_row(tmp_path: Path, layout: str) -> None:
     root = _store(tmp_path / "s") if layout == "store" else _folder(tmp_path / "logs")
     out = _cli("corpus", "build", str(root), str(tmp_path / "out"), "--engine", "serial")
     assert out.returncode == 0, out.stdout + out.stderr
-    c = corpus.open(tmp_path / "out")
+    c = corpus.open_corpus(tmp_path / "out")
     try:
         rows = c.sql("select source, problem_code, problem from sessions "
                      "order by source")
