@@ -240,14 +240,14 @@ def _pi(path: Path) -> list[Request]:
 def _atif_chain(root: Path, document: Mapping[str, Any]) -> list[Request]:
     """The requests of a trajectory and of its continuations, which the importer follows
     the same way (`continued_trajectory_ref`, inside the root's folder)."""
-    from ..importers.atif import MAX_FILES, _continuation
+    from ..importers.atif import MAX_FILES, continuation_file
     from ..importers.common import Builder
 
     notes = Builder("atif", str(root))  # the resolver's notes; the importer reports them
     files = [(root, document)]
     while len(files) < MAX_FILES:
         ref = files[-1][1].get("continued_trajectory_ref")
-        nxt = _continuation(root, files[-1][0], ref, notes) if ref is not None else None
+        nxt = continuation_file(root, files[-1][0], ref, notes) if ref is not None else None
         if nxt is None or any(nxt == f for f, _ in files):
             break
         data = _json_document(nxt)

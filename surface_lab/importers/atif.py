@@ -45,7 +45,7 @@ def _text(message: Any) -> str:
     return "" if message is None else json.dumps(message)
 
 
-def _continuation(root: Path, current: Path, ref: Any, b: Builder,
+def continuation_file(root: Path, current: Path, ref: Any, b: Builder,
                   what: str = "continuation") -> Path | None:
     """Resolve a continuation (or subagent) reference inside the root's folder only."""
     if not isinstance(ref, str) or not ref or Path(ref).is_absolute() or ".." in Path(
@@ -86,7 +86,7 @@ def import_atif(source: str | Path, *, tombstones: bool = False,
         ref = files[-1][1].get("continued_trajectory_ref")
         if ref is None:
             break
-        nxt = _continuation(root, files[-1][0], ref, b)
+        nxt = continuation_file(root, files[-1][0], ref, b)
         if nxt is None or any(nxt == f for f, _ in files):
             break
         data = _load(nxt)
@@ -352,7 +352,7 @@ def _summarization(b: Builder, root: Path, path: Path, step: Mapping[str, Any],
     questions = next((r for r in refs if str(r.get("trajectory_path", "")).endswith(
         "questions.json") or str(r.get("session_id", "")).endswith("-questions")), None)
     prompt = answer = None
-    found = _continuation(root, path, (questions or {}).get("trajectory_path"), b,
+    found = continuation_file(root, path, (questions or {}).get("trajectory_path"), b,
                           what="summarization subagent") if questions is not None else None
     if questions is None:
         b.problem("continuation-missing", f"{compaction_id}: no questions subagent among the "
