@@ -123,7 +123,11 @@ def _below(path: Path) -> list[Path]:
     found: list[Path] = []
     for item in logs:
         if item.format == "store":
-            found += sorted(p for name in LOG_NAMES for p in item.path.glob(f"*/*/{name}"))
+            # glob.glob, not Path.glob: a dangling link named as a session file is kept
+            # (Path.glob drops it), and its row says why
+            found += sorted(Path(p) for name in LOG_NAMES
+                            for p in glob.glob(os.path.join(glob.escape(str(item.path)), "*",
+                                                            "*", name)))
         else:
             found.append(item.path)
     return found

@@ -139,7 +139,7 @@ class TestDeeperLogs:
     def test_a_command_names_the_audit(self, home: dict[str, Path],
                                        capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["info", str(home["root"] / ".codex")]) == 1
-        out = capsys.readouterr().out
+        out = capsys.readouterr().err  # an error: on stderr
         assert "holds no log itself, but 1 log: 1 codex below it; audit takes them all" in out
 
 

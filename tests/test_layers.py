@@ -17,7 +17,7 @@ PACKAGE = ROOT / "surface_lab"
 # Lowest first. A module may import its own layer or any lower one, never a higher one.
 LAYERS: tuple[tuple[str, ...], ...] = (
     # the ground floor: no project imports
-    ("errors", "problems", "jsonvalue", "views", "gcpause"),
+    ("errors", "problems", "jsonvalue", "views", "gcpause", "glossary"),
     # the engine: events, the one planner, sessions
     ("schema", "events", "surface", "chunks", "header", "legacy", "messages", "repair",
      "session", "contract"),
@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # stores, and read_log over them
     ("storage",),
     # the pandas-free research core
-    ("analysis", "tokens"),
+    ("analysis",),
     # frames, plots, widgets and the report; the corpus tables
     ("notebook", "corpus"),
     # the scripted agent loop and the sample generator

@@ -75,7 +75,7 @@ class TestOtherAgentsLogs:
         shutil.copy(path, copy)
         before = copy.read_bytes()
         assert main(["repair", str(copy), "--write"]) == 1
-        out = capsys.readouterr().out
+        out = capsys.readouterr().err  # an error: on stderr
         assert out.startswith(f"{copy}: repair-foreign: ") and "not a surface log" in out
         assert "never to another tool's file" in out and "nothing written" in out
         assert copy.read_bytes() == before

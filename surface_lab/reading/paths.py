@@ -121,8 +121,13 @@ def _is_member(path: Path) -> bool:
     if path.is_dir():
         return False
     if refusal(path) is not None:
-        return os.path.lexists(path) and path.name.endswith((*LOG_SUFFIXES, *SQLITE_SUFFIXES))
+        return _named_log(path)
     return path.is_file() and log_format(path) is not None
+
+
+def _named_log(path: Path) -> bool:
+    """A path named as a log (its suffix) that exists as a name (a dangling link too)."""
+    return os.path.lexists(path) and path.name.endswith((*LOG_SUFFIXES, *SQLITE_SUFFIXES))
 
 
 def _is_store(folder: Path) -> bool:
@@ -266,9 +271,10 @@ def discover(root: str | os.PathLike[str]) -> Discovery:
     base = Path(root)
     why = refusal(base)
     if why is not None:
-        raise StorageError(f"{base}: {why}", path=str(base))
+        raise StorageError(f"{base}: {why}", code="path-refused", path=str(base))
     if not base.exists():
-        raise StorageError(f"{base}: no such file or folder", path=str(base))
+        raise StorageError(f"{base}: no such file or folder", code="path-refused",
+                           path=str(base))
     if not base.is_dir():
         fmt = log_format(base)
         return Discovery((Found(base, fmt),) if fmt else (), () if fmt else (base,))
@@ -285,7 +291,11 @@ def discover(root: str | os.PathLike[str]) -> Discovery:
         dirs[:] = sorted(d for d in dirs if refusal(here / d) is None)
         for name in sorted(files):
             path = here / name
-            if refusal(path) is not None or ".cont-" in name:
+            if ".cont-" in name:
+                continue
+            if refusal(path) is not None:  # a FIFO, a device, a dangling link
+                if _named_log(path):  # kept: reading it refuses it unopened, a problem line
+                    logs.append(Found(path, "surface"))
                 continue
             owner = _subagent_owner(path) if name.endswith(".jsonl") else None
             if owner is not None:
@@ -316,7 +326,8 @@ def expand(names: Sequence[str | os.PathLike[str]]) -> Discovery:
             found = []
             for match in sorted(glob.glob(text, recursive=True)):
                 path = Path(match)
-                fmt = log_format(path)
+                fmt = "surface" if refusal(path) is not None and _named_log(path) else (
+                    log_format(path))
                 if fmt is not None:
                     found.append(Found(path, fmt))
                 elif path.is_dir() and refusal(path) is None:  # `projects/*`: walk each
@@ -325,15 +336,17 @@ def expand(names: Sequence[str | os.PathLike[str]]) -> Discovery:
                     skipped += below.skipped
             if not found:
                 raise StorageError(f"{text}: matches no log (.jsonl, .jsonl.zstd, another "
-                                   f"agent's log or a SQLite database)", path=text)
+                                   f"agent's log or a SQLite database)", code="no-log-found",
+                                   path=text)
             logs += found
             continue
         where = Path(text)
         why = refusal(where)
         if why is not None:
-            raise StorageError(f"{where}: {why}", path=text)
+            raise StorageError(f"{where}: {why}", code="path-refused", path=text)
         if not os.path.lexists(text):
-            raise StorageError(f"{where}: no such file or folder", path=text)
+            raise StorageError(f"{where}: no such file or folder", code="path-refused",
+                               path=text)
         if where.is_dir():
             found_below = discover(where)
             logs += found_below.logs

@@ -169,11 +169,11 @@ def _no_session(where: str, option: str) -> StorageError:
     except StorageError:
         below = None
     if below is None or not len(below):
-        return StorageError(f"{where}: holds no session", path=where)
+        return StorageError(f"{where}: holds no session", code="no-session", path=where)
     how = ("audit takes them all, or give one of them" if option != "session_id=" else
            "surface_lab.discover(folder) lists them; read one of them")
     return StorageError(f"{where}: holds no log itself, but {below.summary()} below it; "
-                        f"{how}", path=where)
+                        f"{how}", code="logs-below", path=where)
 
 
 def _read(path: str | os.PathLike[str], session_id: str | None, progress: Progress | None,

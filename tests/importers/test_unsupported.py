@@ -211,14 +211,14 @@ def test_odd_json_never_raises_a_foreign_exception(tmp_path: Path, values: list[
                                                    lines: bool) -> None:
     """Whatever JSON a file holds, looking at it names a format, an agent or nothing,
     and importing it is an import or a located refusal."""
-    from surface_lab.importers import foreign_format_hint
+    from surface_lab.importers import refusal_reason
 
     path = tmp_path / ("x.jsonl" if lines else "x.json")
     path.write_text("".join(json.dumps(v) + "\n" for v in values) if lines
                     else json.dumps(values[0], indent=1))
     fmt = detect_format(path)
     unsupported_format(path)
-    foreign_format_hint(path)
+    refusal_reason(path)
     if fmt is not None:
         try:
             import_any(path)
