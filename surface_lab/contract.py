@@ -116,9 +116,9 @@ def _check_compactions(events: Sequence[Mapping[str, Any]]) -> list[Finding]:
 
 def _call_ids(message: Mapping[str, Any]) -> list[str]:
     content = message.get("content")
-    return [str(b["id"]) for b in content if isinstance(b, Mapping)
-            and b.get("type") == "tool-call" and isinstance(b.get("id"), str)] \
-        if isinstance(content, list) else []
+    return ([str(b["id"]) for b in content if isinstance(b, Mapping)
+             and b.get("type") == "tool-call" and isinstance(b.get("id"), str)]
+            if isinstance(content, list) else [])
 
 
 def _is_closer(event: Mapping[str, Any]) -> bool:

@@ -112,11 +112,11 @@ def _looks_like_output_jsonl(records: list[dict[str, Any]], head: bytes) -> bool
     if records:
         first = records[0]
         history = first.get("history")
-        return "instance_id" in first and isinstance(history, list) and bool(history) \
-            and is_v0_event(next((e for e in history if isinstance(e, dict)), None))
+        return ("instance_id" in first and isinstance(history, list) and bool(history)
+                and is_v0_event(next((e for e in history if isinstance(e, dict)), None)))
     line = head.split(b"\n", 1)[0]
-    return line.startswith(b'{"instance_id"') and b'"history": [' in line[:PEEK_BYTES] \
-        and (b'"action": "' in line or b'"observation": "' in line)
+    return (line.startswith(b'{"instance_id"') and b'"history": [' in line[:PEEK_BYTES]
+            and (b'"action": "' in line or b'"observation": "' in line))
 
 
 def _detect(path: Path) -> tuple[str | None, str | None, bool]:
@@ -226,14 +226,14 @@ def import_any(source: str | Path, *, fmt: str | None = None, leaf: str | None =
         if err.path is not None:
             raise
         # the builder's refusal of an event it was given: the source file is the place
-        raise ImportFailure(f"{source}: {err.message}", code=err.code, path=str(source)) \
-            from err
+        raise ImportFailure(f"{source}: {err.message}", code=err.code,
+                            path=str(source)) from err
     except _SHAPE_ERRORS as err:
         # A record of a shape no check of the importer foresaw (a list where an id
         # goes, an object for a type): the file's problem, never an internal error.
         # MemoryError is not one: it says nothing about the file.
-        what = "nested too deep" if isinstance(err, RecursionError) else \
-            f"{type(err).__name__}: {err}"
+        what = ("nested too deep" if isinstance(err, RecursionError)
+                else f"{type(err).__name__}: {err}")
         raise ImportFailure(printable(f"{source}: a record of an unexpected shape stopped the "
                                      f"{fmt} import ({what}); nothing imported"),
                            code="record-malformed", path=str(source)) from err

@@ -318,9 +318,9 @@ def _objects(b: Builder, items: Any, what: str) -> list[Mapping[str, Any]]:
 
 def _json_kind(value: Any) -> str:
     """How JSON names a value's type: null, a string, a list, a number, a boolean."""
-    return "null" if value is None else "a boolean" if isinstance(value, bool) else \
-        "a string" if isinstance(value, str) else "a list" if isinstance(value, list) else \
-        "a number" if isinstance(value, (int, float)) else type(value).__name__
+    return ("null" if value is None else "a boolean" if isinstance(value, bool)
+            else "a string" if isinstance(value, str) else "a list" if isinstance(value, list)
+            else "a number" if isinstance(value, (int, float)) else type(value).__name__)
 
 
 def _summarized_by_subagents(step: Mapping[str, Any]) -> bool:

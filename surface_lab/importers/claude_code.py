@@ -69,8 +69,8 @@ def _content(content: Any, *, assistant: bool = False) -> list[dict[str, Any]]:
 
 def _blocks(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     content = mapping_at(record, "message").get("content")
-    return [c for c in content if isinstance(c, Mapping)] if isinstance(content, list) \
-        else []
+    return ([c for c in content if isinstance(c, Mapping)] if isinstance(content, list)
+            else [])
 
 
 def _text_of(record: Mapping[str, Any]) -> str:
@@ -141,8 +141,8 @@ class _Graph:
             message = mapping_at(record, "message")
             message_id = message.get("id")
             content = message.get("content")
-            blocks = [c for c in content if isinstance(c, Mapping)] \
-                if isinstance(content, list) else []
+            blocks = ([c for c in content if isinstance(c, Mapping)]
+                      if isinstance(content, list) else [])
             if record.get("type") == "assistant":
                 if isinstance(message_id, str):
                     self._message_ids[uuid] = message_id
@@ -240,8 +240,8 @@ def _kept(g: _Graph, b: Builder, boundary: dict[str, Any]) -> tuple[list[str], s
     uuids` is only a fallback: Claude Code 2.1.15x+ writes a subset there."""
     meta = mapping_at(boundary, "compactMetadata")
     preserved = mapping_at(meta, "preservedMessages")
-    every = [u for u in preserved.get("allUuids") or [] if isinstance(u, str)] \
-        if isinstance(preserved.get("allUuids"), list) else []
+    every = ([u for u in preserved.get("allUuids") or [] if isinstance(u, str)]
+             if isinstance(preserved.get("allUuids"), list) else [])
     segment = meta.get("preservedSegment")
     if isinstance(segment, Mapping):
         walk: list[str] = []
@@ -268,8 +268,8 @@ def _kept(g: _Graph, b: Builder, boundary: dict[str, Any]) -> tuple[list[str], s
     if every:
         return every, anchor, "allUuids"
     if isinstance(preserved.get("uuids"), list):
-        return [u for u in preserved["uuids"] if isinstance(u, str)], anchor, \
-            "preservedMessages"
+        return ([u for u in preserved["uuids"] if isinstance(u, str)], anchor,
+                "preservedMessages")
     return [], None, ""
 
 
@@ -280,8 +280,8 @@ def _inferred_parent(g: _Graph, boundary: str) -> str | None:
     order = g.order[boundary]
     best: str | None = None
     for uuid, record in g.records.items():
-        if g.file[uuid] != g.file[boundary] or g.order[uuid] >= order \
-                or record.get("isSidechain") or record.get("type") not in ("user", "assistant"):
+        if (g.file[uuid] != g.file[boundary] or g.order[uuid] >= order
+                or record.get("isSidechain") or record.get("type") not in ("user", "assistant")):
             continue
         if best is None or g.order[uuid] > g.order[best]:
             best = uuid
@@ -395,8 +395,8 @@ def _responses(g: _Graph, path: list[str], until: str | None = None
     on = set(path)
 
     def written(uuid: str) -> bool:
-        return until is None or uuid in on or g.file[uuid] != g.file[until] \
-            or g.order[uuid] <= g.order[until]
+        return (until is None or uuid in on or g.file[uuid] != g.file[until]
+                or g.order[uuid] <= g.order[until])
 
     out: list[str] = []
     placed: set[str] = set()
@@ -683,8 +683,8 @@ def import_claude_code(source: str | Path, *, leaf: str | None = None,
         b.note("approximate-attachment", f"{attachments} attachment(s) rendered as "
                f"approximate context messages")
     stop = mapping_at(last, "message").get("stop_reason") if last else None
-    if last is not None and last.get("type") == "assistant" and isinstance(stop, str) \
-            and stop in ENDING:
+    if (last is not None and last.get("type") == "assistant" and isinstance(stop, str)
+            and stop in ENDING):
         b.close_turn(ENDING[str(stop)])
     selection = {"leaf": chosen, "leaves": side_leaves if subagent else leaves,
                  "subagents": [] if subagent else side_leaves}
@@ -726,8 +726,8 @@ def _subagents(g: _Graph, b: Builder, path: Path, *, imported: bool) -> list[Sub
                 by_agent.setdefault(agent, call)
         for block in _blocks(record) if record.get("type") == "assistant" else []:
             prompt = mapping_at(block, "input").get("prompt")
-            if block.get("type") == "tool_use" and isinstance(prompt, str) \
-                    and isinstance(block.get("id"), str):
+            if (block.get("type") == "tool_use" and isinstance(prompt, str)
+                    and isinstance(block.get("id"), str)):
                 by_prompt.setdefault(prompt, str(block["id"]))
     links: list[SubagentLink] = []
     for file in subagent_files(path):

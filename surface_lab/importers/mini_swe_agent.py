@@ -192,8 +192,8 @@ def _import(path: Path, document: Mapping[str, Any], *, tombstones: bool,
                 kind == "message" and role == "assistant"):
             assistants += 1
             response = message if whole else _map(extra, "response")
-            blocks: list[dict[str, Any]] = _output_blocks(message.get("output")) \
-                if whole else []
+            blocks: list[dict[str, Any]] = (_output_blocks(message.get("output"))
+                                            if whole else [])
             reasoning = message.get("reasoning_content")
             if isinstance(reasoning, str) and reasoning:
                 blocks.append({"type": "reasoning", "text": reasoning})

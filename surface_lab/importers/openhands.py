@@ -371,8 +371,8 @@ def import_openhands_v0(source: str | Path, *, leaf: str | None = None,
         chosen = next(((line, r) for line, r in instances if leaf is None
                        or str(r.get("instance_id")) == leaf), None)
         if chosen is None or not looks_like_openhands_v0(chosen[1]):
-            what = f"no instance {leaf!r}" if leaf is not None and instances else \
-                "no history of OpenHands V0 events"
+            what = (f"no instance {leaf!r}" if leaf is not None and instances
+                    else "no history of OpenHands V0 events")
             raise ImportFailure(f"{path}: not an OpenHands V0 trajectory ({what})",
                                code="leaf-unknown" if leaf is not None and instances
                                else "format-unsupported", path=str(path))
@@ -482,8 +482,8 @@ class _V0State:
             b.omit("system-prompt", "action:system", line=self.line, id=event_id)
             return
         if action == "message":
-            text = _v0_text(event) if mapping_at(event, "args").get("content") is None \
-                else str(mapping_at(event, "args").get("content"))
+            text = (_v0_text(event) if mapping_at(event, "args").get("content") is None
+                    else str(mapping_at(event, "args").get("content")))
             if event.get("source") == "user":
                 content = [{"type": "text", "text": text}, *_v0_images(
                     mapping_at(event, "args").get("image_urls"))]
@@ -528,11 +528,11 @@ class _V0State:
         response_id = str(response.get("id") or f"response:{event_id}")
         call_id = str(meta.get("tool_call_id") or f"call:{event_id}")
         choices = response.get("choices")
-        message = mapping_at(choices[0], "message") if isinstance(choices, list) and \
-            choices else {}
+        message = (mapping_at(choices[0], "message") if isinstance(choices, list) and choices
+                   else {})
         listed = message.get("tool_calls")
-        calls = [c for c in listed if isinstance(c, Mapping)] if isinstance(listed, list) \
-            else []
+        calls = ([c for c in listed if isinstance(c, Mapping)] if isinstance(listed, list)
+                 else [])
         if response_id in self.responses and call_id in self.b.call_seq:
             self.seq_of[event_id] = self.responses[response_id]
             self.b.omit("in-response", f"action:{event.get('action')}", line=self.line,
@@ -584,8 +584,8 @@ class _V0State:
             return
         view = self.view()
         for event_id in view[: max(0, len(view) - self.window)]:
-            if event_id not in self.observations or event_id in self.masked \
-                    or event_id not in self.seq_of:
+            if (event_id not in self.observations or event_id in self.masked
+                    or event_id not in self.seq_of):
                 continue
             seq = self.seq_of[event_id]
             if seq not in self.b.surface():
@@ -645,8 +645,8 @@ class _V0State:
         for item in view:
             if self.summary is not None and item == self.summary[0]:
                 existing = self.seq_of.get(item)
-                if existing is not None and existing in b.surface() and \
-                        Keep(existing) not in target:
+                if (existing is not None and existing in b.surface()
+                        and Keep(existing) not in target):
                     target.append(Keep(existing))
                     continue
                 target.append(New("user/message", {

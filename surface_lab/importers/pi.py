@@ -226,8 +226,8 @@ def import_pi(source: str | Path, *, leaf: str | None = None, tombstones: bool =
     for entry_id in order:
         number, entry = entries[entry_id]
         message = entry.get("message")
-        if entry.get("type") == "message" and isinstance(message, Mapping) \
-                and message.get("role") == "toolResult":
+        if (entry.get("type") == "message" and isinstance(message, Mapping)
+                and message.get("role") == "toolResult"):
             results[str(message.get("toolCallId", ""))] = {"file": str(path), "line": number,
                                                            "id": entry_id}
     b.lost_results(results)
