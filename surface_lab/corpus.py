@@ -304,8 +304,8 @@ def _read_session(ref: SessionRef) -> tuple[Any, str, str, list[Any], int | None
 def _unread_id(path: Path) -> str:
     """The id of a session that could not be read: its file's name, or its session
     folder's for a store's `session.jsonl` (two unreadable ones are not one session)."""
-    return path.parent.name if path.name in ("session.jsonl", "session.jsonl.zstd") \
-        else path.name
+    return (path.parent.name if path.name in ("session.jsonl", "session.jsonl.zstd")
+            else path.name)
 
 
 def _clean(text: str) -> str:

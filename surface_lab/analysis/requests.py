@@ -222,8 +222,8 @@ def _pi(path: Path) -> list[Request]:
     for number, record in _lines(path):
         message = mapping_at(record, "message")
         usage = message.get("usage")
-        if record.get("type") != "message" or message.get("role") != "assistant" or \
-                not isinstance(usage, Mapping):
+        if (record.get("type") != "message" or message.get("role") != "assistant"
+                or not isinstance(usage, Mapping)):
             continue
         entry = str(record.get("id", number))
         out.append(_request(

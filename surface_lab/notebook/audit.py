@@ -333,8 +333,8 @@ def shown_path(path: str | Path, base: str | Path | None) -> str:
     if base is None:
         return str(path)
     try:
-        return Path(os.path.abspath(path)).relative_to(os.path.abspath(base)).as_posix() \
-            or Path(path).name
+        return (Path(os.path.abspath(path)).relative_to(os.path.abspath(base)).as_posix()
+                or Path(path).name)
     except ValueError:
         return str(path)
 
