@@ -4,6 +4,7 @@ cache model and a price table, and compared across sessions with intervals."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -206,13 +207,12 @@ def test_the_cached_prefix_is_the_longest_common_prefix_with_the_previous_reques
     costs = cost_replay(raw.events, raw.plans, prices=RATES, model="fake-model",
                         overhead_tokens=100)
     assert costs[0].cached_tokens == 0 and costs[0].cache_write_tokens == costs[0].input_tokens
-    for before, after in zip(costs, costs[1:], strict=False):
+    for before, after in itertools.pairwise(costs):
         assert after.cached_tokens == before.input_tokens  # append-only: all of it cached
     masked = load_source(replay_policy(imported, LastNObservations(2)), progress=False)
     mcosts = cost_replay(masked.events, masked.plans, prices=RATES, model="fake-model",
                          overhead_tokens=100)
-    assert any(a.cached_tokens < b.input_tokens for b, a in zip(mcosts, mcosts[1:],
-                                                                 strict=False))
+    assert any(a.cached_tokens < b.input_tokens for b, a in itertools.pairwise(mcosts))
     for c in costs + mcosts:  # the price is the table's, exactly
         expected = (c.uncached_tokens * 1.0 + c.cached_tokens * 0.1
                     + c.cache_write_tokens * 1.25 + c.output_tokens * 2.0) / 1e6
@@ -256,3 +256,82 @@ def test_a_tokenizer_counts_the_surface(tmp_path: Path) -> None:
     costs = cost_replay(raw.events, raw.plans, tokenizer=lambda text: 1)
     assert [c.input_tokens for c in costs] == [5 * c.surface_entries for c in costs]
     assert all(c.cost_usd is None and c.cost_problem == "no price table" for c in costs)
+
+
+# --- across sessions -----------------------------------------------------------------------
+
+def _folder(tmp_path: Path, sizes: Sequence[int]) -> Path:
+    folder = tmp_path / "trajs"
+    folder.mkdir(parents=True)
+    for i, steps in enumerate(sizes):
+        (folder / f"task-{i}.traj").write_text(json.dumps(_trajectory(steps, 1000)))
+    return folder
+
+
+def test_compare_policies_over_a_folder_has_a_row_per_session_and_policy(tmp_path: Path
+                                                                         ) -> None:
+    from surface_lab.notebook import SessionsComparison, compare_policies
+
+    folder = _folder(tmp_path, [6, 9, 12, 15])
+    result = compare_policies(folder, {"raw": None, "masking": LastNObservations(2)},
+                              prices=RATES, model="fake-model", recorded=None,
+                              overhead_tokens=300, resamples=200)
+    assert isinstance(result, SessionsComparison)
+    assert len(result.sessions) == 8
+    assert set(result.sessions["policy"]) == {"raw", "masking"}
+    raw = result.sessions[result.sessions["policy"] == "raw"]
+    masked = result.sessions[result.sessions["policy"] == "masking"]
+    assert (masked["input_tokens"].to_numpy() < raw["input_tokens"].to_numpy()).all()
+    assert (masked["cache_hit_share"].to_numpy() < raw["cache_hit_share"].to_numpy()).all()
+    per_session = result.requests.groupby(["session", "policy"])["cost_usd"].sum()
+    for row in result.sessions.to_dict("records"):
+        assert row["cost_usd"] == pytest.approx(per_session[(row["session"],
+                                                             row["policy"])])
+    summary = result.summary.set_index(["policy", "measure"])
+    assert set(result.summary["measure"]) == {"input_tokens", "cost_usd", "cache_hit_share",
+                                              "hidden_then_used", "cost_ratio"}
+    for (_, _), row in summary.iterrows():
+        assert row["ci_low"] <= row["mean"] <= row["ci_high"]
+    assert summary.loc[("raw", "cost_ratio"), "mean"] == pytest.approx(1.0)
+    assert summary.loc[("masking", "input_tokens"), "sessions"] == 4
+    assert len(result.figure.axes) == 5  # one panel per measure, an interval per policy
+    assert "exposure, not outcome" in result.figure.axes[3].get_title()
+
+
+def test_the_intervals_are_reproducible_with_a_seed(tmp_path: Path) -> None:
+    from surface_lab.notebook import compare_sessions
+
+    few = compare_sessions(_folder(tmp_path / "a", [4, 12]), {"raw": None},
+                           prices=RATES, model="fake-model", resamples=300, seed=1)
+    again = compare_sessions(_folder(tmp_path / "b", [4, 12]), {"raw": None},
+                             prices=RATES, model="fake-model", resamples=300, seed=1)
+    assert few.summary.equals(again.summary)
+    with pytest.raises(ValueError, match="names the recorded policy"):
+        compare_sessions([], {"recorded": None}, recorded="recorded")
+
+
+def test_a_summarizer_that_calls_a_model_is_costed(tmp_path: Path) -> None:
+    from surface_lab.notebook import compare_sessions
+
+    class FakeModel:  # what a summarizer calling a model looks like, without the model
+        provider, model = "fake", "fake-model"
+
+        def summarize(self, events: Sequence[Any]) -> list[dict[str, Any]]:
+            return [{"type": "text", "text": f"{len(events)} entries summarized"}]
+
+    result = compare_sessions(_folder(tmp_path, [30]), {"summary": SummarizeEvery(21, 10)},
+                              summarizer=FakeModel(), prices=RATES, resamples=50)
+    row = result.sessions.iloc[0]
+    assert row["summarizer_requests"] >= 1
+    summaries = result.requests[result.requests["agent"] == "summarizer"]
+    assert (summaries["model"] == "fake-model").all() and (summaries["cost_usd"] > 0).all()
+
+
+def test_a_request_over_budget_is_flagged_in_the_request_rows(tmp_path: Path) -> None:
+    from surface_lab.notebook import compare_sessions
+
+    result = compare_sessions(_folder(tmp_path, [8]), {"tight": Compact(30, 10)},
+                              resamples=10)
+    flagged = result.requests[result.requests["over_budget"] != ""]
+    assert len(flagged) == result.sessions.iloc[0]["over_budget_requests"] > 0
+    assert flagged["over_budget"].str.contains("over a budget of 30").all()
