@@ -335,3 +335,43 @@ def test_a_request_over_budget_is_flagged_in_the_request_rows(tmp_path: Path) ->
     flagged = result.requests[result.requests["over_budget"] != ""]
     assert len(flagged) == result.sessions.iloc[0]["over_budget_requests"] > 0
     assert flagged["over_budget"].str.contains("over a budget of 30").all()
+
+
+def test_an_unanswered_call_is_named_as_why_the_budget_is_missed() -> None:
+    from builders import assistant_data, ev, tool_data, user
+
+    text = "words " * 20  # 30 estimated tokens an entry: each fits the budget alone
+    events = [user(0, text=text),
+              ev(1, "assistant/message", assistant_data("a1", text=text, calls=("c1", "c2")),
+                 op="append"),
+              ev(2, "tool/result", tool_data("c1", text), op="append")]
+    for k in range(3, 9):
+        events.append(ev(k, "assistant/message", assistant_data(f"a{k}", text=text,
+                                                                step=k), op="append"))
+    misses: list[BudgetMiss] = []
+    replay_policy(events, Compact(120, 20), misses=misses)
+    assert misses
+    assert "an unanswered tool call (seq 1)" in misses[-1].why
+
+
+def test_openhands_and_pi_presets_bound_the_context_as_documented(tmp_path: Path) -> None:
+    path = tmp_path / "built.traj"
+    path.write_text(json.dumps(_trajectory(40, 1000)))
+    imported = import_any(path)
+    first = message_text(imported.events[next(e["seq"] for e in imported.events
+                                              if e["type"] == "user/message")])
+    log = load_source(replay_policy(imported, OpenHandsSummarizing(max_size=20,
+                                                                   keep_first=2)),
+                      progress=False)
+    surfaces = request_surfaces(log.events, log.plans)
+    assert max(len(r.nodes) for r in surfaces) <= 21
+    assert all(message_text(log.events[r.nodes[0]]) == first for r in surfaces)
+    assert sum(e["type"] == "compaction/summary" for e in log.events) >= 2
+    misses: list[BudgetMiss] = []
+    pi = PiCompaction(context_window=600, reserve_tokens=200, keep_recent_tokens=100)
+    log = load_source(replay_policy(imported, pi, misses=misses), progress=False)
+    costs = [c for c in cost_replay(log.events, log.plans) if c.agent == "main"]
+    # every request over pi's budget (600 - 200) is said, with why: here the growing
+    # extractive summary itself becomes larger than the budget
+    assert sum(c.input_tokens > 400 for c in costs) == len(misses) > 0
+    assert any("larger than the budget by itself" in m.why for m in misses)

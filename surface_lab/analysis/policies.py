@@ -386,13 +386,14 @@ class ClaudeCodeAutoCompact:
 
 @dataclass(frozen=True)
 class OpenHandsSummarizing:
-    """OpenHands' `LLMSummarizingCondenser` (openhands `memory/condenser/impl/
-    llm_summarizing_condenser.py`): when the history passes `max_size` entries (120), the
-    first `keep_first` (1) stay, and the entries between them and the newest
-    `max_size // 2 - keep_first - 1` become one summary."""
+    """OpenHands' `LLMSummarizingCondenser` (the OpenHands SDK's
+    `openhands.sdk.context.condenser`): when the history passes `max_size` entries (120),
+    the first `keep_first` (4) stay, and the entries between them and the newest
+    `max_size // 2 - keep_first - 1` become one summary (cut where no tool call is
+    separated from its result)."""
 
     max_size: int = 120
-    keep_first: int = 1
+    keep_first: int = 4
 
     def __call__(self, view: PolicyView) -> list[Rewrite]:
         nodes = view.nodes
