@@ -376,3 +376,19 @@ def test_openhands_and_pi_presets_bound_the_context_as_documented(tmp_path: Path
     # extractive summary itself becomes larger than the budget
     assert sum(c.input_tokens > 400 for c in costs) == len(misses) > 0
     assert any("larger than the budget by itself" in m.why for m in misses)
+
+
+def test_a_built_corpus_is_compared_session_by_session(tmp_path: Path) -> None:
+    pytest.importorskip("duckdb")
+    pytest.importorskip("pyarrow")
+    from surface_lab.corpus import open_corpus, to_parquet
+    from surface_lab.notebook import compare_policies
+
+    folder = _folder(tmp_path, [5, 7])
+    to_parquet([folder], tmp_path / "corpus")
+    corpus = open_corpus(tmp_path / "corpus")
+    try:
+        result = compare_policies(corpus, {"raw": None}, recorded=None, resamples=20)
+    finally:
+        corpus.close()
+    assert sorted(result.sessions["session"]) == ["task-0.traj", "task-1.traj"]

@@ -260,7 +260,8 @@ def compare_policies(source: Any, policies: Mapping[str, Policy | None], *,
 def _many(source: Any) -> bool:
     if isinstance(source, (str, os.PathLike)):
         return Path(source).is_dir()
-    if hasattr(source, "paths") and not callable(source.paths):
+    if (hasattr(source, "paths") and not callable(source.paths)) or (
+            hasattr(source, "sql") and hasattr(source, "manifest")):
         return True
     if isinstance(source, Mapping):
         return True
@@ -329,6 +330,9 @@ def _sources(source: Any) -> list[tuple[str, Any]]:
 
     if isinstance(source, (str, os.PathLike)) and Path(source).is_dir():
         return [(f.path.name, f.path) for f in discover(source)]
+    if hasattr(source, "sql") and hasattr(source, "manifest"):  # a built corpus
+        rows = source.sql("SELECT DISTINCT source FROM sessions ORDER BY source")
+        return [(Path(p).name, Path(p)) for p in rows["source"]]
     paths = getattr(source, "paths", None)
     if paths is not None and not callable(paths):
         source = list(paths)
@@ -367,7 +371,8 @@ def compare_sessions(sources: Any, policies: Mapping[str, Policy | None], *,
 
     Args:
         sources: a folder, a list of sources (paths, imports, events), a name -> source
-            mapping, or an object with `paths` (a corpus).
+            mapping, a built corpus (`surface_lab.corpus.open_corpus`: each session's
+            source file is replayed), or an object with `paths`.
         policies: name -> policy (None: no history policy, the raw agent).
         prices: a price table or model name -> `Rates` (None: no dollars).
         model: the model priced for every request (default: each request's own).
