@@ -392,3 +392,22 @@ def test_a_built_corpus_is_compared_session_by_session(tmp_path: Path) -> None:
     finally:
         corpus.close()
     assert sorted(result.sessions["session"]) == ["task-0.traj", "task-1.traj"]
+
+
+def test_the_unrecorded_system_prompt_is_estimated_from_a_real_first_request() -> None:
+    from surface_lab.notebook import compare_sessions
+
+    folder = SHARED / "agent_logs" / "claude_code"
+    mains = sorted(p for p in folder.glob("*.jsonl") if "_subagents_" not in p.name)
+    if not mains:
+        pytest.skip(f"no Claude Code session in {folder} (set SURFACE_LAB_SHARED)")
+    result = compare_sessions(mains[:1], {"raw": None}, recorded="recorded", resamples=10)
+    for row in result.sessions.to_dict("records"):
+        assert row["overhead_source"] == "first request's usage"
+        assert row["overhead_tokens"] > 1000  # Claude Code's system prompt and tools
+    first = result.requests[(result.requests["policy"] == "raw")
+                            & (result.requests["agent"] == "main")].iloc[0]
+    from surface_lab.notebook import tokens_df
+
+    recorded_first = tokens_df(list(import_any(mains[0]).events)).iloc[0]["input_total"]
+    assert first["input_tokens"] == recorded_first  # overhead + surface = what was billed
