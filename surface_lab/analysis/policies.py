@@ -225,12 +225,22 @@ class LastNObservations:
 
 
 def _rounds(view: PolicyView) -> list[list[int]]:
-    """The surface after the task as rounds: each assistant message with what follows it
-    up to the next one (its observations). A summary user message starts no round."""
+    """The surface after the task as rounds: each model response (its assistant messages,
+    one step) with what follows it up to the next one (its observations). A summary user
+    message starts no round."""
     rounds: list[list[int]] = []
+    key: Any = None
     for position, seq in enumerate(view.nodes):
-        if view.events[seq]["type"] == "assistant/message":
-            rounds.append([position])
+        event = view.events[seq]
+        if event["type"] == "assistant/message":
+            data = mapping_at(event, "data")
+            step = (data.get("turn"), data.get("step"))
+            # the messages of one response (Claude Code writes one per block) are one round
+            if step[1] is None or step != key or not rounds:
+                rounds.append([position])
+            else:
+                rounds[-1].append(position)
+            key = step
         elif rounds:
             rounds[-1].append(position)
     return rounds
