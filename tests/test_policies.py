@@ -126,7 +126,8 @@ class TestUserPolicies:
         with pytest.raises(AdmissionError, match="seq 999 is not on the surface") as err:
             replay_policy(LONG, lambda view: [Rewrite(999, 999)])
         assert err.value.code == "replace-start-missing"
-        with pytest.raises(AdmissionError, match="text rewrites one tool result only"):
+        with pytest.raises(AdmissionError,
+                           match="text rewrites one tool result or observation only"):
             replay_policy(LONG, lambda view: [Rewrite(view.nodes[0], view.nodes[0], "x")])
 
 

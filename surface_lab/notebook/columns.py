@@ -218,6 +218,59 @@ SCHEMAS: dict[str, list[Column]] = {
         Column("tokens", INT, "the surface the request was sent with"),
         Column("tokens_source", _cat(TOKEN_SOURCES), "tokenizer or estimate"),
     ],
+    "policy_sessions": [
+        Column("session", TEXT, "the session (its file name, or its id)"),
+        Column("policy", TEXT, "the policy's name (recorded: the log as it happened)"),
+        Column("requests", INT, "model requests of the agent (the recorded actions)"),
+        Column("summarizer_requests", INT, "summarizer calls (committed compactions)"),
+        Column("input_tokens", INT, "input over all requests, summarizer calls included "
+                                    "(overhead + surface)"),
+        Column("cached_tokens", INT, "input read from the cache (longest common prefix "
+                                     "with the previous request)"),
+        Column("cache_write_tokens", INT, "input written to the cache (anthropic caching)"),
+        Column("output_tokens", INT, "output over all requests (recorded usage, else "
+                                     "the estimate)"),
+        Column("cache_hit_share", FLOAT, "cached_tokens / input_tokens"),
+        Column("cost_usd", FLOAT, "dollars (NaN: some request unpriced)"),
+        Column("peak_tokens", INT, "the largest input a request was sent with"),
+        Column("replaces", INT, "replaces the policy committed"),
+        Column("hidden_then_used", INT, "exposure, not outcome: actions after a replace "
+                                        "that repeat or revisit what it hid "
+                                        "(lost_evidence_df)"),
+        Column("over_budget_requests", INT, "requests the policy sent over its own budget"),
+        Column("overhead_tokens", INT, "system prompt and tools per request (estimated)"),
+        Column("overhead_source", TEXT, "how overhead_tokens was found"),
+        Column("tokens_source", TEXT, "tokenizer or estimate: how surfaces were counted"),
+        Column("caching", TEXT, "the caching rule: anthropic, automatic or none"),
+    ],
+    "policy_summary": [
+        Column("policy", TEXT, "the policy's name"),
+        Column("measure", TEXT, "a policy_sessions column, or cost_ratio (cost_usd over "
+                                "the baseline's, session by session)"),
+        Column("sessions", INT, "sessions with a value"),
+        Column("mean", FLOAT, "the mean over sessions"),
+        Column("ci_low", FLOAT, "bootstrap 95% interval, low end (sessions resampled)"),
+        Column("ci_high", FLOAT, "bootstrap 95% interval, high end"),
+    ],
+    "policy_requests": [
+        Column("session", TEXT, "the session"),
+        Column("policy", TEXT, "the policy's name"),
+        Column("request", INT, "the request's index in the session (summarizer calls "
+                               "after the agent's)"),
+        Column("seq", INT, "its first assistant message (or compaction/summary) seq"),
+        Column("agent", TEXT, "main or summarizer"),
+        Column("model", TEXT, "the model priced"),
+        Column("input_tokens", INT, "all input of the request"),
+        Column("cached_tokens", INT, "read from the cache"),
+        Column("cache_write_tokens", INT, "written to the cache"),
+        Column("uncached_tokens", INT, "billed at the input rate"),
+        Column("output_tokens", INT, "output"),
+        Column("output_source", TEXT, "usage or estimate"),
+        Column("cost_usd", FLOAT, "dollars (NaN: unpriced, see cost_problem)"),
+        Column("cost_problem", TEXT, "why there is no price"),
+        Column("over_budget", TEXT, "why the request is over the policy's budget (empty: "
+                                    "it is not)"),
+    ],
     "visibility": [
         Column("step", INT, "events applied so far (step k = just after event k)"),
         Column("seq", INT, "a surface entry"),

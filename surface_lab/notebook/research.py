@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from ..analysis.brackets import brackets, replacement_columns
 from ..analysis.evidence import find_lost_evidence
-from ..analysis.policies import Policy, recording_of, replay_policy
+from ..analysis.policies import BudgetMiss, Policy, recording_of, replay_policy
 from ..analysis.prices import BundledPrices, PriceTable, Rates, RateTable, price_requests
 from ..analysis.requests import (
     FIGURES,
@@ -28,6 +28,7 @@ from ..analysis.requests import (
 )
 from ..analysis.source import LogData, load_source
 from ..analysis.tokens import PathRequest, Tokenizer, path_requests
+from ..analysis.whatif import CostedRequest, cost_replay, overhead_estimate
 from ..errors import SurfaceLabError
 from ..gcpause import gc_paused
 from ..problems import Problem
@@ -36,8 +37,8 @@ from .audit import compaction_audit
 from .columns import frame_from_columns
 from .plots import OKABE_ITO
 
-__all__ = ["PolicyComparison", "compare_policies", "lost_evidence_df", "plot_policies",
-           "requests_df", "tokens_df"]
+__all__ = ["PolicyComparison", "SessionsComparison", "compare_policies", "compare_sessions",
+           "lost_evidence_df", "plot_intervals", "plot_policies", "requests_df", "tokens_df"]
 
 
 def _finish(frame: pd.DataFrame, log: LogData, strict: bool) -> Any:
@@ -202,7 +203,7 @@ def _summary(name: str, log: LogData, tokenizer: Tokenizer | None, recorded: boo
 
 def compare_policies(source: Any, policies: Mapping[str, Policy | None], *,
                      summarizer: Any = None, tokenizer: Tokenizer | None = None,
-                     recorded: str | None = "recorded") -> PolicyComparison:
+                     recorded: str | None = "recorded", **costs: Any) -> Any:
     """Replay `source` under each policy (`replay_policy`) and compare them with the
     recorded one: surface tokens per request, replaces, facts at risk and evidence of
     loss.
@@ -218,7 +219,19 @@ def compare_policies(source: Any, policies: Mapping[str, Policy | None], *,
         summarizer: for compactions (default: the offline `ExtractiveSummarizer`).
         tokenizer: a callable text -> token count.
         recorded: the recorded policy's row name, or None to leave it out.
+        costs: with many sessions, `compare_sessions`' cost arguments (`prices`,
+            `model`, `caching`, `baseline`, `overhead_tokens`, `resamples`, `seed`).
+
+    Many sessions (a folder, a list of sources, a corpus with `paths`) are compared by
+    `compare_sessions`, which returns a `SessionsComparison` (rows per session and
+    policy, bootstrap intervals, the cost of every request).
     """
+    if _many(source):
+        return compare_sessions(source, policies, summarizer=summarizer,
+                                tokenizer=tokenizer, recorded=recorded, **costs)
+    if costs:
+        raise TypeError(f"{', '.join(costs)}: cost arguments need many sessions "
+                        f"(or call compare_sessions with one)")
     if recorded is not None and recorded in policies:
         raise ValueError(f"{recorded!r} names the recorded policy; give another name")
     logs: dict[str, LogData] = {}
@@ -242,6 +255,18 @@ def compare_policies(source: Any, policies: Mapping[str, Policy | None], *,
         "seq": [s[2] for s in steps], "tokens": [s[3] for s in steps],
         "tokens_source": ["tokenizer" if tokenizer is not None else "estimate"] * len(steps)})
     return PolicyComparison(frame, step_frame, plot_policies(frame, step_frame), logs)
+
+
+def _many(source: Any) -> bool:
+    if isinstance(source, (str, os.PathLike)):
+        return Path(source).is_dir()
+    if (hasattr(source, "paths") and not callable(source.paths)) or (
+            hasattr(source, "sql") and hasattr(source, "manifest")):
+        return True
+    if isinstance(source, Mapping):
+        return True
+    return isinstance(source, (list, tuple)) and bool(source) and not isinstance(
+        source[0], Mapping)
 
 
 def plot_policies(frame: pd.DataFrame, steps: pd.DataFrame, *,
@@ -279,3 +304,235 @@ def _bars(ax: Axes, frame: pd.DataFrame, colors: Mapping[str, str]) -> None:
     ax.set_xticks(x, [label for _, label in measures])
     ax.set(title="Per policy", ylabel="count")
     ax.spines[["top", "right"]].set_visible(False)
+
+
+# --- across sessions: the cost a paper reports, with intervals ------------------------------
+
+@dataclass(frozen=True)
+class SessionsComparison:
+    """What `compare_sessions` returns: one row per (session, policy) (`sessions`), each
+    measure's mean and bootstrap 95% interval across sessions per policy (`summary`),
+    every request with its cost (`requests`), and the figure of the intervals."""
+
+    sessions: pd.DataFrame
+    summary: pd.DataFrame
+    requests: pd.DataFrame
+    figure: Figure
+
+
+SUMMARY_MEASURES = ("input_tokens", "cost_usd", "cache_hit_share", "hidden_then_used")
+
+
+def _sources(source: Any) -> list[tuple[str, Any]]:
+    """A folder (every log `discover` finds), a corpus-like object with `paths`, or a
+    list of sources, each named."""
+    from ..reading.paths import discover
+
+    if isinstance(source, (str, os.PathLike)) and Path(source).is_dir():
+        return [(f.path.name, f.path) for f in discover(source)]
+    if hasattr(source, "sql") and hasattr(source, "manifest"):  # a built corpus
+        rows = source.sql("SELECT DISTINCT source FROM sessions ORDER BY source")
+        return [(Path(p).name, Path(p)) for p in rows["source"]]
+    paths = getattr(source, "paths", None)
+    if paths is not None and not callable(paths):
+        source = list(paths)
+    if isinstance(source, Mapping):
+        return [(str(k), v) for k, v in source.items()]
+    out = []
+    for i, item in enumerate(source):
+        name = (Path(item).name if isinstance(item, (str, os.PathLike))
+                else str(getattr(item, "session_id", None) or f"session {i + 1}"))
+        out.append((name, item))
+    return out
+
+
+def _recorded_input(log: LogData) -> tuple[int | None, int]:
+    requests = _requests(log, None)
+    if not requests:
+        return None, 0
+    return requests[0].input_total, requests[0].estimated
+
+
+def compare_sessions(sources: Any, policies: Mapping[str, Policy | None], *,
+                     prices: PriceTable | Mapping[str, Rates] | None = None,
+                     model: str | None = None, caching: str = "anthropic",
+                     summarizer: Any = None, tokenizer: Tokenizer | None = None,
+                     recorded: str | None = None, baseline: str | None = None,
+                     overhead_tokens: int | None = None, resamples: int = 2000,
+                     seed: int = 0) -> SessionsComparison:
+    """Replay every session under every policy (open loop: the recorded actions kept)
+    and cost each request (`surface_lab.analysis.whatif.cost_replay`): one row per
+    (session, policy), and per policy the mean of each measure across sessions with a
+    percentile bootstrap 95% interval (`resamples` resamplings of the sessions, `seed`).
+
+    `hidden_then_used` counts actions after a replace that repeat or revisit what it hid:
+    exposure to loss, not an outcome (a replay cannot say whether the task would still
+    be solved).
+
+    Args:
+        sources: a folder, a list of sources (paths, imports, events), a name -> source
+            mapping, a built corpus (`surface_lab.corpus.open_corpus`: each session's
+            source file is replayed), or an object with `paths`.
+        policies: name -> policy (None: no history policy, the raw agent).
+        prices: a price table or model name -> `Rates` (None: no dollars).
+        model: the model priced for every request (default: each request's own).
+        caching: `anthropic`, `automatic` or `none`.
+        summarizer: for compactions (a callable may call a model; its calls are costed).
+        tokenizer: counts the surfaces (the estimate by default).
+        recorded: also a row for the log as recorded, under this name.
+        baseline: the policy `cost_ratio` divides by (default: the first).
+        overhead_tokens: the system prompt and tools per request (default: estimated
+            from each session's first request's recorded usage; 0 where none).
+    """
+    names = ([recorded] if recorded is not None else []) + list(policies)
+    if recorded is not None and recorded in policies:
+        raise ValueError(f"{recorded!r} names the recorded policy; give another name")
+    rows: list[dict[str, Any]] = []
+    request_rows: list[dict[str, Any]] = []
+    for session_name, source in _sources(sources):
+        if isinstance(source, (str, os.PathLike)):
+            source = read_log(source)
+        recording = recording_of(source)
+        base_log = load_source(source if isinstance(source, (LogReading, LogData))
+                               else list(recording.events), progress=False)
+        if overhead_tokens is None:
+            overhead, overhead_source = overhead_estimate(*_recorded_input(base_log))
+        else:
+            overhead, overhead_source = overhead_tokens, "given"
+        for name in names:
+            misses: list[BudgetMiss] = []
+            if name == recorded:
+                log = base_log
+            else:
+                log = load_source(replay_policy(
+                    recording, policies[name], summarizer=summarizer, tokenizer=tokenizer,
+                    misses=misses, overhead_tokens=overhead), progress=False)
+            costs = cost_replay(log.events, log.plans, prices=prices, model=model,
+                                caching=caching, overhead_tokens=overhead,
+                                tokenizer=tokenizer)
+            rows.append(_session_row(session_name, name, log, costs, misses, overhead,
+                                     overhead_source, tokenizer, caching))
+            by_seq = _miss_at(log, misses)
+            for i, c in enumerate(costs):
+                request_rows.append({
+                    "session": session_name, "policy": name, "request": i, "seq": c.seq,
+                    "agent": c.agent, "model": c.model, "input_tokens": c.input_tokens,
+                    "cached_tokens": c.cached_tokens,
+                    "cache_write_tokens": c.cache_write_tokens,
+                    "uncached_tokens": c.uncached_tokens, "output_tokens": c.output_tokens,
+                    "output_source": c.output_source,
+                    "cost_usd": np.nan if c.cost_usd is None else c.cost_usd,
+                    "cost_problem": c.cost_problem,
+                    "over_budget": by_seq.get(c.seq, "") if c.agent == "main" else ""})
+    sessions = frame_from_columns("policy_sessions", _columns(rows, "policy_sessions"))
+    summary = _bootstrap(sessions, names, baseline or (names[0] if names else None),
+                         resamples, seed)
+    requests = frame_from_columns("policy_requests", _columns(request_rows,
+                                                              "policy_requests"))
+    return SessionsComparison(sessions, summary, requests, plot_intervals(summary))
+
+
+def _columns(rows: list[dict[str, Any]], schema: str) -> dict[str, list[Any]]:
+    from .columns import SCHEMAS
+
+    return {c.name: [r[c.name] for r in rows] for c in SCHEMAS[schema]}
+
+
+def _miss_at(log: LogData, misses: list[BudgetMiss]) -> dict[int, str]:
+    """Each miss at the request it precedes: the first assistant message after it."""
+    out: dict[int, str] = {}
+    assistants = [e["seq"] for e in log.events if e["type"] == "assistant/message"]
+    for miss in misses:
+        after = next((s for s in assistants if s >= miss.seq), None)
+        if after is not None:
+            out[after] = (f"{miss.policy}: {miss.tokens} tokens over a budget of "
+                          f"{miss.budget}: {miss.why}")
+    return out
+
+
+def _session_row(session: str, policy: str, log: LogData, costs: list[CostedRequest],
+                 misses: list[BudgetMiss], overhead: int, overhead_source: str,
+                 tokenizer: Tokenizer | None, caching: str) -> dict[str, Any]:
+    main = [c for c in costs if c.agent == "main"]
+    inputs = sum(c.input_tokens for c in costs)
+    cached = sum(c.cached_tokens for c in costs)
+    usd = [c.cost_usd for c in costs]
+    audit = compaction_audit(log, progress=False)
+    return {
+        "session": session, "policy": policy, "requests": len(main),
+        "summarizer_requests": len(costs) - len(main), "input_tokens": inputs,
+        "cached_tokens": cached,
+        "cache_write_tokens": sum(c.cache_write_tokens for c in costs),
+        "output_tokens": sum(c.output_tokens for c in costs),
+        "cache_hit_share": cached / inputs if inputs else np.nan,
+        "cost_usd": np.nan if not usd or any(u is None for u in usd)
+        else float(sum(u for u in usd if u is not None)),
+        "peak_tokens": max((c.input_tokens for c in main), default=0),
+        "replaces": len(audit),
+        "hidden_then_used": len(find_lost_evidence(log.events, log.plans)),
+        "over_budget_requests": len(_miss_at(log, misses)),
+        "overhead_tokens": overhead, "overhead_source": overhead_source,
+        "tokens_source": "tokenizer" if tokenizer is not None else "estimate",
+        "caching": caching}
+
+
+def _interval(values: np.ndarray, resamples: int, rng: np.random.Generator
+              ) -> tuple[float, float, float]:
+    if len(values) == 0:
+        return np.nan, np.nan, np.nan
+    means = rng.choice(values, size=(resamples, len(values)), replace=True).mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(values.mean()), float(low), float(high)
+
+
+def _bootstrap(sessions: pd.DataFrame, names: list[str], baseline: str | None,
+               resamples: int, seed: int) -> pd.DataFrame:
+    rows = []
+    base = (sessions[sessions["policy"] == baseline].set_index("session")["cost_usd"]
+            if baseline is not None else None)
+    for name in names:
+        own = sessions[sessions["policy"] == name]
+        measures: dict[str, np.ndarray] = {
+            m: own[m].astype(float).dropna().to_numpy() for m in SUMMARY_MEASURES}
+        if base is not None:
+            ratio = own.set_index("session")["cost_usd"] / base.reindex(own["session"])
+            measures["cost_ratio"] = ratio.replace([np.inf, -np.inf], np.nan).dropna(
+                ).to_numpy(dtype=float)
+        for measure, values in measures.items():
+            rng = np.random.default_rng(seed)  # the same resamplings for every policy
+            mean, low, high = _interval(values, resamples, rng)
+            rows.append({"policy": name, "measure": measure, "sessions": len(values),
+                         "mean": mean, "ci_low": low, "ci_high": high})
+    return frame_from_columns("policy_summary", _columns(rows, "policy_summary"))
+
+
+def plot_intervals(summary: pd.DataFrame, *, size: tuple[float, float] = (12, 3.2)
+                   ) -> Figure:
+    """Each measure's mean per policy with its bootstrap 95% interval across sessions."""
+    measures = [m for m in (*SUMMARY_MEASURES, "cost_ratio")
+                if m in set(summary["measure"])]
+    labels = {"input_tokens": "input tokens", "cost_usd": "dollars",
+              "cache_hit_share": "cache-hit share",
+              "hidden_then_used": "hidden, then used again\n(exposure, not outcome)",
+              "cost_ratio": "cost / baseline"}
+    figure = Figure(figsize=size, layout="constrained")
+    axes = figure.subplots(1, max(len(measures), 1), squeeze=False)[0]
+    names = list(dict.fromkeys(summary["policy"]))
+    palette = [c for i, c in enumerate(OKABE_ITO) if i != 3]
+    for ax, measure in zip(axes, measures, strict=False):
+        own = summary[summary["measure"] == measure].set_index("policy").reindex(names)
+        y = np.arange(len(names))
+        means = own["mean"].to_numpy(dtype=float)
+        low = np.clip(means - own["ci_low"].to_numpy(dtype=float), 0, None)
+        high = np.clip(own["ci_high"].to_numpy(dtype=float) - means, 0, None)
+        for i in range(len(names)):
+            ax.errorbar(means[i], y[i], xerr=[[low[i]], [high[i]]], fmt="o",
+                        color=palette[i % len(palette)], capsize=3)
+        ax.set_yticks(y, names if ax is axes[0] else [""] * len(names))
+        ax.invert_yaxis()
+        ax.set_title(labels.get(measure, measure), fontsize=9)
+        ax.spines[["top", "right"]].set_visible(False)
+    n = int(summary["sessions"].max()) if len(summary) else 0
+    figure.suptitle(f"Mean per session, bootstrap 95% intervals over {n} sessions "
+                    f"(open loop: the recorded actions kept)", fontsize=9)
+    return figure
