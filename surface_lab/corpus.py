@@ -53,6 +53,9 @@ class SessionRef:
     # the session id the planner could see (a JSONL header's, a database row's): copies
     # of one id are planned into one task, where the build keeps one of them
     id: str | None = None
+    # what tells a rebuild the source changed: its size in bytes and modification time
+    # (for a folder: the total and the latest of its files)
+    stamp: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,22 @@ class Task:
     @property
     def name(self) -> str:
         return f"part-{self.date}-{self.index:04d}"
+
+    @property
+    def fingerprint(self) -> str:
+        """What the task reads (each source's path, session, size and modification time)
+        and the corpus schema, hashed: a task of the same fingerprint writes the same rows,
+        so a rebuild reuses its files, and its files' names carry it, so a new build never
+        overwrites a file the previous manifest names."""
+        import hashlib
+
+        text = json.dumps([SCHEMA_VERSION, self.date, [
+            [r.path, r.session_id, list(r.stamp)] for r in self.sessions]])
+        return hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()[:16]
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.name}-{self.fingerprint}.parquet"
 
 
 # -- planning ----------------------------------------------------------------------------
@@ -194,11 +213,36 @@ def _database_refs(path: Path) -> list[SessionRef]:
             in rows]
 
 
-def plan_tasks(sources: Iterable[str | os.PathLike[str]], *, task_mb: float = 64) -> list[Task]:
+def _stamp(path: Path) -> tuple[int, int]:
+    """(size, modification time in ns) of a file, or the total size and latest time of a
+    folder's files; (0, 0) for what cannot be seen (reading then says why)."""
+    try:
+        if path.is_dir():
+            stats = [p.stat() for p in path.rglob("*") if p.is_file()]
+            return (sum(st.st_size for st in stats), max((st.st_mtime_ns for st in stats),
+                                                         default=0))
+        st = path.stat()
+        return st.st_size, st.st_mtime_ns
+    except OSError:
+        return 0, 0
+
+
+def plan_tasks(sources: Iterable[str | os.PathLike[str]], *, task_mb: float = 64,
+               known: dict[str, list[SessionRef]] | None = None) -> list[Task]:
     """Group the sessions of `sources` into tasks of one date and about `task_mb` each,
-    in a deterministic order."""
-    refs = sorted((r for p in _expand(sources) for r in _refs(p)),
-                  key=lambda r: (r.date, r.id or "", r.path, r.session_id or ""))
+    in a deterministic order. `known` (a previous build's sessions by source) spares
+    opening a source whose size and modification time are unchanged."""
+    import dataclasses
+
+    refs: list[SessionRef] = []
+    for path in _expand(sources):
+        stamp = _stamp(path)
+        before = (known or {}).get(str(path))
+        if before and stamp != (0, 0) and all(r.stamp == stamp for r in before):
+            refs += before
+        else:
+            refs += [dataclasses.replace(r, stamp=stamp) for r in _refs(path)]
+    refs.sort(key=lambda r: (r.date, r.id or "", r.path, r.session_id or ""))
     tasks: list[Task] = []
     limit = task_mb * 1024 * 1024
     current: list[SessionRef] = []
@@ -502,14 +546,15 @@ def write_chunk(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
     for name in TABLES:
         table = tables[name]
         table = table.sort_by(_sort_key(name)).combine_chunks().replace_schema_metadata(None)
-        target = root / name / f"date={task.date}" / f"{task.name}.parquet"
+        target = root / name / f"date={task.date}" / task.file_name
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
         pq.write_table(table, temporary, compression="zstd")
         os.replace(temporary, target)
         files[name] = {"path": str(target.relative_to(root)), "rows": table.num_rows}
     kept.sort(key=lambda k: (k.session_id, k.key))
-    return {"task": task.name, "date": task.date, "files": files,
+    return {"task": task.name, "date": task.date, "fingerprint": task.fingerprint,
+            "inputs": [asdict(r) for r in task.sessions], "files": files,
             "problems": [k.problem for k in kept if k.problem is not None],
             "sessions": len(kept), "duplicates": duplicates,
             "keys": [[k.session_id, k.key] for k in kept]}
@@ -531,6 +576,16 @@ class Manifest:
     engine: str = "serial"
     # one session id in several sources: {"session_id", "kept": [keys], "dropped": [keys]}
     duplicates: list[dict[str, Any]] = field(default_factory=list)
+    # each task's own manifest rows (`write_chunk`'s), with its fingerprint and inputs:
+    # what the next build reuses
+    results: list[dict[str, Any]] = field(default_factory=list)
+    # what this build found against the previous one: tasks whose files it kept, and the
+    # sources new, grown (larger), otherwise changed, and gone since
+    reused: int = 0
+    added: list[str] = field(default_factory=list)
+    grown: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    vanished: list[str] = field(default_factory=list)
 
     @classmethod
     def load(cls, out: str | os.PathLike[str]) -> Manifest:
@@ -593,6 +648,12 @@ class Manifest:
                 raise damaged(f"`{name}` is not a count")
         if not isinstance(self.problems, list) or not isinstance(self.duplicates, list):
             raise damaged("`problems` or `duplicates` is not a list")
+        if not isinstance(self.results, list) or not all(
+                isinstance(r, dict) for r in self.results):
+            raise damaged("`results` is not a list of task rows")
+        for name in ("added", "grown", "changed", "vanished"):
+            if not isinstance(getattr(self, name), list):
+                raise damaged(f"`{name}` is not a list")
 
     def files(self, out: str | os.PathLike[str], table: str) -> list[str]:
         return [str(Path(out) / f["path"]) for f in self.tables.get(table, [])]
@@ -690,43 +751,110 @@ def to_parquet(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[str
         sources = [sources]
     sources = list(sources)
     check_sources(sources)
-    tasks = plan_tasks(sources, task_mb=task_mb)
+    root = Path(out)
+    previous = _previous(root)
+    before = _inputs(previous.results) if previous is not None else {}
+    tasks = plan_tasks(sources, task_mb=task_mb, known=before)
     if not tasks:
         named = ", ".join(str(s) for s in sources[:3]) + (", ..." if len(sources) > 3 else "")
         raise SurfaceLabError(f"no session logs in {named or 'no sources'} (looked for "
                               f"{', '.join(LOG_SUFFIXES)} files, SQLite databases and other "
                               f"agents' logs); nothing written", code="corpus-empty")
-    root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
-    (root / MANIFEST).unlink(missing_ok=True)  # the build is uncommitted until it ends
     for stale in root.rglob(".part-*.tmp-*"):
         stale.unlink()
+    # the previous manifest stays the commit point until this build's replaces it: its
+    # files are never overwritten (a new task's file names carry its fingerprint), so a
+    # build killed midway leaves the earlier dataset readable
+    reusable = {r["task"]: r for r in previous.results
+                if _intact(root, r)} if previous is not None else {}
+    kept = [reusable[t.name] for t in tasks
+            if t.name in reusable and reusable[t.name].get("fingerprint") == t.fingerprint]
+    todo = [t for t in tasks if t.name not in {r["task"] for r in kept}]
     bar: Any = None
-    if progress:
+    if progress and todo:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(tasks), unit=" tasks", desc="corpus build")
-    results = _run(tasks, root, engine, client, workers,
-                   lambda _: bar.update(1) if bar is not None else None)
+        bar = tqdm(total=len(todo), unit=" tasks", desc="corpus build")
+    results = _run(todo, root, engine, client, workers,
+                   lambda _: bar.update(1) if bar is not None else None) if todo else []
     if bar is not None:
         bar.close()
-    results.sort(key=lambda r: r["task"])
-    expected = {t.name for t in tasks}
+    expected = {t.name for t in todo}
     written = {r["task"] for r in results}
     if written != expected:
         raise SurfaceLabError(f"corpus build incomplete: tasks {sorted(expected - written)}",
                               code="corpus-unfinished", path=str(root))
+    results = sorted(kept + results, key=lambda r: r["task"])
+    now = {path: refs[0].stamp for path, refs in _inputs(results).items()}
+    then = {path: refs[0].stamp for path, refs in before.items()}
     manifest = Manifest(
         schema_version=SCHEMA_VERSION,
         tables={name: [r["files"][name] for r in results] for name in TABLES},
         sessions=sum(r["sessions"] for r in results),
         events=sum(r["files"]["events"]["rows"] for r in results),
         problems=[p for r in results for p in r["problems"]], tasks=len(tasks), engine=engine,
-        duplicates=_duplicates(results))
+        duplicates=_duplicates(results), results=results, reused=len(kept),
+        added=sorted(set(now) - set(then)) if previous is not None else [],
+        grown=sorted(p for p in set(now) & set(then) if now[p][0] > then[p][0]),
+        changed=sorted(p for p in set(now) & set(then)
+                       if now[p] != then[p] and now[p][0] <= then[p][0]),
+        vanished=sorted(set(then) - set(now)))
     temporary = root / f".{MANIFEST}.tmp"
     temporary.write_text(json.dumps(asdict(manifest), indent=1))
     os.replace(temporary, root / MANIFEST)
+    _collect(root, manifest)
     return manifest
+
+
+def _previous(root: Path) -> Manifest | None:
+    """The manifest of the build already in `root`, or None (none, another schema version,
+    a damaged one: the new build then writes every task)."""
+    if not (root / MANIFEST).is_file():
+        return None
+    try:
+        return Manifest.load(root)
+    except SurfaceLabError:
+        return None
+
+
+def _inputs(results: list[dict[str, Any]]) -> dict[str, list[SessionRef]]:
+    """The sessions the tasks of `results` read, by source path."""
+    found: dict[str, list[SessionRef]] = {}
+    for result in results:
+        for item in result.get("inputs") or []:
+            try:
+                ref = SessionRef(**{**item, "stamp": tuple(item["stamp"])})
+            except (TypeError, KeyError, ValueError):
+                continue  # not what a build writes: that source is planned afresh
+            found.setdefault(ref.path, []).append(ref)
+    return found
+
+
+def _intact(root: Path, result: dict[str, Any]) -> bool:
+    """Whether a previous task's files are all there to reuse (and inside `root`)."""
+    files = result.get("files")
+    if not isinstance(files, dict) or set(files) != set(TABLES):
+        return False
+    for f in files.values():
+        where = f.get("path") if isinstance(f, dict) else None
+        if (not isinstance(where, str) or Path(where).is_absolute()
+                or ".." in Path(where).parts or not (root / where).is_file()):
+            return False
+    return True
+
+
+def _collect(root: Path, manifest: Manifest) -> None:
+    """Delete the table files no manifest names any more (an earlier build's, or those of
+    a build killed before its manifest), once the new manifest is in place."""
+    named = {f["path"] for files in manifest.tables.values() for f in files}
+    for table in TABLES:
+        for path in (root / table).glob("date=*/part-*.parquet"):
+            if str(path.relative_to(root)) not in named:
+                path.unlink(missing_ok=True)
+        for folder in (root / table).glob("date=*"):
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty
 
 
 # -- querying ----------------------------------------------------------------------------
