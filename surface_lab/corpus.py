@@ -365,13 +365,13 @@ def _session_columns(ref: SessionRef, log: Any, session_id: str, fmt: str,
     added to a task's tables)."""
     from .analysis.audit import facts_at_risk_by_replace
     from .analysis.brackets import replacement_columns
-    from .analysis.events import event_columns
+    from .analysis.events import event_arrays
     from .gcpause import gc_paused
 
     key, source = session_key(ref.path, session_id), ref.path
     tables: dict[str, dict[str, Any]] = {
         name: {c: [] for c in schema.names} for name, schema in _schemas().items()}
-    ev = event_columns(log)
+    ev = event_arrays(log)
     rep = replacement_columns(log)
     at_risk: dict[int, list[str]] = {}
     if rep["seq"]:
@@ -390,15 +390,16 @@ def _session_columns(ref: SessionRef, log: Any, session_id: str, fmt: str,
         sessions[column].append(value)
     n = len(ev["seq"])
     events = tables["events"]
+    schema = _schemas()["events"]
     for column in events:
         if column in _KEYS:
-            events[column] = [{"session_id": session_id, "session_key": key,
-                               "source": source}[column]] * n
+            events[column] = _repeat({"session_id": session_id, "session_key": key,
+                                      "source": source}[column], n)
         elif column == "n_sources":
             events[column] = [len(s) if s is not None else None
                               for s in ev["source_event_seqs"]]
         else:
-            events[column] = ev[column]
+            events[column] = _arrow(ev[column], schema.field(column).type)
     replaces = tables["replaces"]
     ids = {"session_id": session_id, "session_key": key, "source": source}
     for i, seq in enumerate(rep["seq"]):
@@ -424,6 +425,40 @@ def _session_columns(ref: SessionRef, log: Any, session_id: str, fmt: str,
                 tables["mentions"][column].append(value)
     _add_lost_evidence(tables["lost_evidence"], log, ids)
     return tables
+
+
+def _repeat(value: str, n: int) -> Any:
+    """One string `n` times, as a dictionary-encoded column cast to the schema's string."""
+    import numpy as np
+    import pyarrow as pa
+
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype="int32")),
+                                          pa.array([value], type=pa.string())
+                                          ).cast(pa.string())
+
+
+def _arrow(values: Any, kind: Any) -> Any:
+    """A column of `analysis.events.event_arrays` as an Arrow array, from its numpy arrays
+    (no Python list between): `Masked` integers with their null mask, `Coded` categories
+    taken from their names."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .analysis.events import Coded, Masked
+
+    if isinstance(values, Masked):
+        return pa.array(np.asarray(values.values), mask=np.asarray(values.missing),
+                        type=kind)
+    if isinstance(values, Coded):
+        codes = np.asarray(values.codes)
+        index = pa.array(codes.astype("int32"), mask=codes < 0)
+        return pc.take(pa.array(list(values.categories), type=pa.string()), index).cast(kind)
+    if isinstance(values, np.ndarray) and values.dtype != object:
+        if pa.types.is_timestamp(kind):
+            return pa.array(values.astype("int64"), type=pa.int64()).cast(kind)
+        return pa.array(values, type=kind)
+    return pa.array(list(values), type=kind)
 
 
 def _lost_evidence_schema(pa: Any) -> Any:
