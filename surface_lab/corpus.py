@@ -37,8 +37,10 @@ from .storage.sqlite import ReadOnlyConnection
 __all__ = ["SCHEMA_VERSION", "Corpus", "Task", "events", "map_sessions", "open_corpus",
            "plan_tasks", "to_parquet", "write_chunk"]
 
-SCHEMA_VERSION = 3  # 2: session_key and source in every table; 3: lost_evidence
-TABLES = ("sessions", "events", "replaces", "replace_members", "mentions", "lost_evidence")
+SCHEMA_VERSION = 4  # 2: session_key and source in every table; 3: lost_evidence;
+# 4: requests (tokens and dollars), the build's fingerprints in the manifest
+TABLES = ("sessions", "events", "replaces", "replace_members", "mentions", "lost_evidence",
+          "requests")
 MANIFEST = "manifest.json"
 
 
@@ -304,12 +306,26 @@ def _schemas() -> dict[str, Any]:
             ("session_id", text), ("session_key", text), ("source", text),
             ("replace_seq", integer), ("ident", text)]),
         "lost_evidence": _lost_evidence_schema(pa),
+        "requests": pa.schema([
+            ("session_id", text), ("session_key", text), ("source", text),
+            ("request_id", text), ("file", text), ("line", integer), ("time", integer),
+            ("model", text), ("provider", text), ("agent", text), ("on_path", flag),
+            ("calls", integer), *((name, integer) for name in _FIGURES),
+            ("tokens_source", text), ("cost_usd", pa.float64()), ("priced_model", text),
+            ("cost_source", text), ("cost_problem", text),
+            ("recorded_cost_usd", pa.float64())]),
     }
+
+
+_FIGURES = ("input_uncached", "cache_read", "cache_write", "cache_write_5m",
+            "cache_write_1h", "output", "reasoning", "input_total")
 
 
 def _read_session(ref: SessionRef) -> tuple[Any, str, str, list[Any], int | None]:
     """(LogData, session id, format, problems, createdAt) of one session; a package error
-    becomes the session's problem (with the readable prefix, when there is one)."""
+    becomes the session's problem (with the readable prefix, when there is one). The
+    LogData's `cache["billed"]` is the session's billed requests (`analysis.requests`):
+    read from another agent's own files, or from a surface log's recorded usage."""
     from .analysis.source import LogData, load_source
     from .importers import detect_format, import_any
     from .problems import Problem
@@ -324,10 +340,12 @@ def _read_session(ref: SessionRef) -> tuple[Any, str, str, list[Any], int | None
             result = import_any(path, fmt=foreign)
             log = load_source(list(result.events), strict=False, progress=False)
             log.session_id = str(result.header["id"])
+            log.cache["billed"] = _billed_foreign(path, foreign, result)
             return (log, log.session_id, fmt, list(result.problems),
                     int(result.header["createdAt"]))
         reading = read_log(path, session_id=ref.session_id)
         log = load_source(reading, strict=False, progress=False)
+        log.cache["billed"] = _billed_events(log, str(path))
         return (log, reading.session_id, fmt, log.problems,
                 int(reading.header["createdAt"]))
     except SurfaceLabError as err:
@@ -339,6 +357,53 @@ def _read_session(ref: SessionRef) -> tuple[Any, str, str, list[Any], int | None
         if not log.problems:
             log.problems.append(problem)
         return log, ref.session_id or log.session_id, fmt, log.problems, None
+
+
+def _billed_foreign(path: Path, fmt: str, result: Any) -> list[Any]:
+    """Another agent's billed requests, from its own files (every branch, its subagents',
+    the summarizer's), each marked on the imported path or not."""
+    from .analysis.requests import RequestsError, mark_on_path, read_requests
+
+    try:
+        return mark_on_path(read_requests(path, fmt=fmt), result.events, result.origins)
+    except RequestsError:
+        return []
+
+
+def _billed_events(log: Any, path: str) -> list[Any]:
+    from .analysis.requests import requests_from_events
+
+    return requests_from_events(log.events, file=path)
+
+
+_PRICES: list[Any] = []
+
+
+def _price_table() -> Any:
+    """genai-prices' bundled table (once a process), or no prices without the extra."""
+    from .analysis.prices import BundledPrices, RateTable
+
+    if not _PRICES:
+        try:
+            _PRICES.append(BundledPrices())
+        except ModuleNotFoundError:
+            _PRICES.append(RateTable({}, name="none (install surface-lab[prices])"))
+    return _PRICES[0]
+
+
+def _add_requests(table: dict[str, Any], billed: list[Any], ids: dict[str, str]) -> None:
+    """The `requests` rows of one session: its billed requests with their tokens as
+    recorded and their dollars (`requests_df`'s columns)."""
+    from .analysis.prices import price_requests
+
+    costs = price_requests(billed, _price_table()) if billed else []
+    for r, c in zip(billed, costs, strict=True):
+        values = {"tokens_source": r.source, "cost_usd": c.usd,
+                  "priced_model": c.priced_model, "cost_source": c.source,
+                  "cost_problem": c.problem, "recorded_cost_usd": r.recorded_cost}
+        for column in table:
+            table[column].append(ids[column] if column in _KEYS else values[column]
+                                 if column in values else getattr(r, column))
 
 
 def _unread_id(path: Path) -> str:
@@ -424,6 +489,7 @@ def _session_columns(ref: SessionRef, log: Any, session_id: str, fmt: str,
             for column, value in (*ids.items(), ("replace_seq", seq), ("ident", ident)):
                 tables["mentions"][column].append(value)
     _add_lost_evidence(tables["lost_evidence"], log, ids)
+    _add_requests(tables["requests"], log.cache.get("billed") or [], ids)
     return tables
 
 
@@ -565,7 +631,8 @@ def _sort_key(name: str) -> list[tuple[str, str]]:
     keys = {"sessions": [], "events": ["seq"], "replaces": ["seq"],
             "replace_members": ["replace_seq", "shadowed_seq"],
             "mentions": ["replace_seq", "ident"],
-            "lost_evidence": ["seq", "replace_seq"]}[name]
+            "lost_evidence": ["seq", "replace_seq"],
+            "requests": ["time", "request_id", "file"]}[name]
     return [(k, "ascending") for k in ["session_id", "session_key", *keys]]
 
 
