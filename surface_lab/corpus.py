@@ -289,7 +289,8 @@ def _schemas() -> dict[str, Any]:
             ("line", integer), ("surface_op", text), ("replace_start", integer),
             ("replace_end", integer), ("n_sources", integer), ("on_surface", flag),
             ("shadowed_by", integer), ("role", text), ("message_id", text), ("text", text),
-            ("chars", integer), ("tokens", integer), ("data_bytes", integer)]),
+            ("chars", integer), ("tokens", integer), ("data_bytes", integer),
+            ("tool", text)]),
         "replaces": pa.schema([
             ("session_id", text), ("session_key", text), ("source", text), ("seq", integer),
             ("type", text), ("kind", text),
@@ -463,6 +464,8 @@ def _session_columns(ref: SessionRef, log: Any, session_id: str, fmt: str,
         elif column == "n_sources":
             events[column] = [len(s) if s is not None else None
                               for s in ev["source_event_seqs"]]
+        elif column == "tool":
+            events[column] = _tool_names(log, ev["type"], n)
         else:
             events[column] = _arrow(ev[column], schema.field(column).type)
     replaces = tables["replaces"]
@@ -491,6 +494,29 @@ def _session_columns(ref: SessionRef, log: Any, session_id: str, fmt: str,
     _add_lost_evidence(tables["lost_evidence"], log, ids)
     _add_requests(tables["requests"], log.cache.get("billed") or [], ids)
     return tables
+
+
+def _tool_names(log: Any, types: Any, n: int) -> Any:
+    """The tool each `tool/call` event names (`data.name`), null elsewhere: what a query
+    needs to tell an edit from a read."""
+    import numpy as np
+    import pyarrow as pa
+
+    from .analysis.events import Coded
+
+    if isinstance(types, Coded):
+        names = list(types.categories)
+        if "tool/call" not in names:
+            return pa.nulls(n, pa.string())
+        calls = np.flatnonzero(np.asarray(types.codes) == names.index("tool/call")).tolist()
+    else:
+        calls = [i for i, t in enumerate(types) if t == "tool/call"]
+    tools = np.full(n, None, dtype=object)
+    for seq in calls:
+        data = log.events[seq].get("data")
+        name = data.get("name") if isinstance(data, dict) else None
+        tools[seq] = _clean(name) if isinstance(name, str) else None
+    return pa.array(tools, type=pa.string())
 
 
 def _repeat(value: str, n: int) -> Any:
