@@ -425,10 +425,11 @@ def session_key(source: str, session_id: str) -> str:
     return f"{source}#{session_id}"
 
 
-def _session_columns(ref: SessionRef, log: Any, session_id: str, fmt: str,
+def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
                      problems: list[Any], created: int | None) -> dict[str, dict[str, Any]]:
     """Every table's columns for one session (all the fallible work, before any row is
     added to a task's tables)."""
+    log = box.pop()  # the only reference: the log is let go before the events go to Arrow
     from .analysis.audit import facts_at_risk_by_replace
     from .analysis.brackets import replacement_columns
     from .analysis.events import event_arrays
@@ -455,6 +456,11 @@ def _session_columns(ref: SessionRef, log: Any, session_id: str, fmt: str,
                           ("problem_line", first.line if first else None)):
         sessions[column].append(value)
     n = len(ev["seq"])
+    tools = _tool_names(log, ev["type"], n)
+    ids = {"session_id": session_id, "session_key": key, "source": source}
+    _add_lost_evidence(tables["lost_evidence"], log, ids)
+    _add_requests(tables["requests"], log.cache.get("billed") or [], ids)
+    del log
     events = tables["events"]
     schema = _schemas()["events"]
     for column in events:
@@ -463,13 +469,13 @@ def _session_columns(ref: SessionRef, log: Any, session_id: str, fmt: str,
                                       "source": source}[column], n)
         elif column == "n_sources":
             events[column] = [len(s) if s is not None else None
-                              for s in ev["source_event_seqs"]]
+                              for s in ev.pop("source_event_seqs")]
         elif column == "tool":
-            events[column] = _tool_names(log, ev["type"], n)
-        else:
-            events[column] = _arrow(ev[column], schema.field(column).type)
+            events[column] = tools
+        else:  # each numpy column is let go once it is in Arrow (memory: one copy)
+            events[column] = _arrow(ev.pop(column) if column != "type" else ev[column],
+                                    schema.field(column).type)
     replaces = tables["replaces"]
-    ids = {"session_id": session_id, "session_key": key, "source": source}
     for i, seq in enumerate(rep["seq"]):
         for column in replaces:
             if column in _KEYS:
@@ -491,8 +497,6 @@ def _session_columns(ref: SessionRef, log: Any, session_id: str, fmt: str,
         for ident in at_risk.get(seq, []):
             for column, value in (*ids.items(), ("replace_seq", seq), ("ident", ident)):
                 tables["mentions"][column].append(value)
-    _add_lost_evidence(tables["lost_evidence"], log, ids)
-    _add_requests(tables["requests"], log.cache.get("billed") or [], ids)
     return tables
 
 
@@ -597,7 +601,9 @@ def _session_tables(ref: SessionRef) -> _SessionTables:
     schemas = _schemas()
     try:
         log, session_id, fmt, problems, created = _read_session(ref)
-        columns = _session_columns(ref, log, session_id, fmt, problems, created)
+        box = [log]
+        del log  # `_session_columns` holds the only reference
+        columns = _session_columns(ref, box, session_id, fmt, problems, created)
         tables = {name: pa.Table.from_pydict(columns[name], schema=schema)
                   for name, schema in schemas.items()}
     except Exception as err:
@@ -608,7 +614,7 @@ def _session_tables(ref: SessionRef) -> _SessionTables:
         problems = [Problem("error", "session-unreadable",
                             text if len(text) <= 300 else f"{text[:300]}...", ref.path)]
         session_id = _clean(ref.session_id or ref.id or _unread_id(Path(ref.path)))
-        columns = _session_columns(ref, LogData(session_id, []), session_id, "surface",
+        columns = _session_columns(ref, [LogData(session_id, [])], session_id, "surface",
                                    problems, None)
         tables = {name: pa.Table.from_pydict(columns[name], schema=schema)
                   for name, schema in schemas.items()}
@@ -647,6 +653,7 @@ def _task_tables(task: Task) -> tuple[dict[str, Any], list[_SessionTables],
             duplicates.append({"session_id": session_id, "kept": best.key,
                                "dropped": sorted(c.key for c in copies if c is not best)})
     schemas = _schemas()
+    kept.sort(key=lambda k: (k.session_id, k.key))  # the files' order
     tables = {name: pa.concat_tables([k.tables[name] for k in kept] or
                                      [schema.empty_table()])
               for name, schema in schemas.items()}
@@ -673,7 +680,10 @@ def write_chunk(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
     files = {}
     for name in TABLES:
         table = tables[name]
-        table = table.sort_by(_sort_key(name)).combine_chunks().replace_schema_metadata(None)
+        if name != "events":  # events are in order already: each session's by seq, the
+            # sessions by (session_id, session_key); sorting would copy the largest table
+            table = table.sort_by(_sort_key(name)).combine_chunks()
+        table = table.replace_schema_metadata(None)
         target = root / name / f"date={task.date}" / task.file_name
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
