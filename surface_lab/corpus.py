@@ -110,25 +110,33 @@ def _expand(sources: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return list(dict.fromkeys(p.resolve() if p.exists() else p.absolute() for p in found))
 
 
-def check_sources(sources: Iterable[str | os.PathLike[str]]) -> None:
+def check_sources(sources: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """Refuse, before anything is written, a source that does not exist (a glob that
     matches nothing) or holds no log: a build of the wrong folder must not replace an
     earlier dataset with an empty or partial one.
 
+    Returns:
+        The files and folders the sources give (`_expand`'s), so the walk is done once.
+
     Raises:
         SurfaceLabError: `source-missing` or `source-empty`, naming the source.
     """
+    found: list[Path] = []
     for source in sources:
         text = str(source)
         is_glob = any(ch in text for ch in "*?[") and not os.path.lexists(text)
         if not is_glob and not os.path.lexists(text):
             raise SurfaceLabError(f"{text}: no such file or folder; nothing written",
                                   code="source-missing", path=text)
-        if not _expand([source]):
+        paths = _expand([source])
+        if not paths:
             what = "matches no file" if is_glob else "holds no session log"
             raise SurfaceLabError(f"{text}: {what} (looked for {', '.join(LOG_SUFFIXES)} "
                                   f"files, SQLite databases and other agents' logs); "
                                   f"nothing written", code="source-empty", path=text)
+        found += paths
+    return list(dict.fromkeys(found))
+
 def _below(path: Path) -> list[Path]:
     """The sources `path` gives: itself (a file, or a folder that is one source: a
     session folder, an OpenHands conversation), or those `discover`ed below a folder (a
@@ -230,14 +238,15 @@ def _stamp(path: Path) -> tuple[int, int]:
 
 
 def plan_tasks(sources: Iterable[str | os.PathLike[str]], *, task_mb: float = 64,
-               known: dict[str, list[SessionRef]] | None = None) -> list[Task]:
+               known: dict[str, list[SessionRef]] | None = None,
+               expanded: list[Path] | None = None) -> list[Task]:
     """Group the sessions of `sources` into tasks of one date and about `task_mb` each,
     in a deterministic order. `known` (a previous build's sessions by source) spares
     opening a source whose size and modification time are unchanged."""
     import dataclasses
 
     refs: list[SessionRef] = []
-    for path in _expand(sources):
+    for path in _expand(sources) if expanded is None else expanded:
         stamp = _stamp(path)
         before = (known or {}).get(str(path))
         if before and stamp != (0, 0) and all(r.stamp == stamp for r in before):
@@ -888,11 +897,11 @@ def to_parquet(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[str
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     sources = list(sources)
-    check_sources(sources)
+    expanded = check_sources(sources)
     root = Path(out)
     previous = _previous(root)
     before = _inputs(previous.results) if previous is not None else {}
-    tasks = plan_tasks(sources, task_mb=task_mb, known=before)
+    tasks = plan_tasks(sources, task_mb=task_mb, known=before, expanded=expanded)
     if not tasks:
         named = ", ".join(str(s) for s in sources[:3]) + (", ..." if len(sources) > 3 else "")
         raise SurfaceLabError(f"no session logs in {named or 'no sources'} (looked for "
