@@ -11,6 +11,7 @@ through it. pyarrow, duckdb and dask are imported only here, and only when used.
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import json
 import os
@@ -74,19 +75,35 @@ class Task:
 
     @property
     def fingerprint(self) -> str:
-        """What the task reads (each source's path, session, size and modification time)
-        and the corpus schema, hashed: a task of the same fingerprint writes the same rows,
-        so a rebuild reuses its files, and its files' names carry it, so a new build never
-        overwrites a file the previous manifest names."""
+        """What the task reads (each source's path, session, size and modification time),
+        the corpus schema and the code and price versions, hashed: a task of the same
+        fingerprint writes the same rows, so a rebuild reuses its files, and its files'
+        names carry it, so a new build never overwrites a file the previous manifest
+        names."""
         import hashlib
 
-        text = json.dumps([SCHEMA_VERSION, self.date, [
+        text = json.dumps([SCHEMA_VERSION, _code_versions(), self.date, [
             [r.path, r.session_id, list(r.stamp)] for r in self.sessions]])
         return hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()[:16]
 
     @property
     def file_name(self) -> str:
         return f"{self.name}-{self.fingerprint}.parquet"
+
+
+@functools.cache
+def _code_versions() -> list[str]:
+    """What else decides a task's rows: this package's version and the price table's (a
+    new release, or new prices, rebuilds every task)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for name in ("surface-lab", "genai-prices"):
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            found.append(f"{name} none")
+    return found
 
 
 # -- planning ----------------------------------------------------------------------------
