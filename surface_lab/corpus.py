@@ -273,12 +273,20 @@ def plan_tasks(sources: Iterable[str | os.PathLike[str]], *, task_mb: float = 64
     refs.sort(key=lambda r: (r.date, r.id or "", r.path, r.session_id or ""))
     tasks: list[Task] = []
     limit = task_mb * 1024 * 1024
+    # Content-defined cuts (as rsync and backup tools chunk files): a task ends after a
+    # session with a chance of its size over `limit`, decided by a hash of its path (so
+    # tasks hold about `limit` on average), or before passing twice `limit`. A session
+    # added, grown or gone then changes its own task (and at most the next), not every
+    # later task of its date, so a rebuild reuses the rest.
     current: list[SessionRef] = []
     size = 0
     for ref in refs:
         copy = bool(current) and ref.id is not None and (ref.id, ref.date) == (
             current[-1].id, current[-1].date)
-        if current and (ref.date != current[0].date or size + ref.size > limit) and not copy:
+        cut = bool(current) and (
+            _hash(current[-1].path) % (1 << 32) < current[-1].size / limit * (1 << 32)
+            or size + ref.size > 2 * limit)
+        if current and (ref.date != current[0].date or cut) and not copy:
             tasks.append(Task(current[0].date, _next_index(tasks, current[0].date),
                               tuple(current)))
             current, size = [], 0
@@ -288,6 +296,13 @@ def plan_tasks(sources: Iterable[str | os.PathLike[str]], *, task_mb: float = 64
         tasks.append(Task(current[0].date, _next_index(tasks, current[0].date),
                           tuple(current)))
     return tasks
+
+
+def _hash(text: str) -> int:
+    import hashlib
+
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "backslashreplace"),
+                                          digest_size=8).digest(), "big")
 
 
 def _next_index(tasks: list[Task], date: str) -> int:
@@ -930,10 +945,12 @@ def to_parquet(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[str
     # the previous manifest stays the commit point until this build's replaces it: its
     # files are never overwritten (a new task's file names carry its fingerprint), so a
     # build killed midway leaves the earlier dataset readable
-    reusable = {r["task"]: r for r in previous.results
+    # a task of the same fingerprint (same date, sources and stamps) keeps its files,
+    # under whatever index the plan now gives it
+    reusable = {r.get("fingerprint"): r for r in previous.results
                 if _intact(root, r)} if previous is not None else {}
-    kept = [reusable[t.name] for t in tasks
-            if t.name in reusable and reusable[t.name].get("fingerprint") == t.fingerprint]
+    kept = [{**reusable[t.fingerprint], "task": t.name} for t in tasks
+            if t.fingerprint in reusable]
     todo = [t for t in tasks if t.name not in {r["task"] for r in kept}]
     bar: Any = None
     if progress and todo:

@@ -104,7 +104,7 @@ def test_a_session_that_grew_gets_its_new_events(pool: Path, tmp_path: Path) -> 
     again = corpus.to_parquet(logs, out, task_mb=TASK_MB)
     assert again.grown == [str(grows.resolve())] and again.changed == []
     assert again.events > first.events and again.sessions == first.sessions
-    assert again.reused > 0
+    assert again.tasks - again.reused <= 2  # its own task (and at most the next)
     assert _files(out) == _fresh(logs, tmp_path)
 
 
