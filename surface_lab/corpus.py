@@ -905,7 +905,11 @@ def to_parquet(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[str
                workers: int | None = None, task_mb: float = 64,
                progress: bool = False) -> Manifest:
     """Build a Parquet dataset of `sessions`, `events`, `replaces`, `replace_members`,
-    `mentions` (facts at risk) and `lost_evidence` (evidence of loss) from many logs.
+    `mentions` (facts at risk), `lost_evidence` (evidence of loss) and `requests` (billed
+    requests with tokens and dollars) from many logs. Built again into the same `out`,
+    it reuses every task whose sources did not change (the manifest says which, and what
+    was added, grew, changed or vanished); until its manifest replaces the previous one,
+    the previous dataset stays whole and readable.
 
     Args:
         sources: paths, globs, folders and SQLite databases; other agents' logs are
