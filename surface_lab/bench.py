@@ -191,7 +191,8 @@ def run_bench(events: int = 1_000_000, *, runs: int = 3, cache: Path | None = No
         rows.append(["peak memory of read_log + events_df", f"{df_peak:.1f}x file",
                       "file size", f"{size_mb:.0f} MB", ""])
     if "corpus" not in skip and corpus_sessions:
-        rows += _corpus_rows(cache, corpus_sessions, runs)
+        rows += _corpus_rows(cache, corpus_sessions, runs,
+                             large=path if "memory" not in skip else None)
     return rows
 
 
@@ -261,30 +262,49 @@ def _audit_rows(cache: Path, path: Path, events: int, runs: int) -> list[list[st
 
 
 def _build_peak(logs: Path, target: Path) -> int:
-    """Peak RSS of a serial corpus build in a fresh process, in bytes. The task size is
-    fixed: memory follows the task, not the corpus."""
+    """Peak RSS growth of a serial corpus build in a fresh process, in bytes, above the
+    process once it has built one session (its imports, the price table): what the build
+    holds, not the interpreter. The task size is fixed: memory follows the task."""
     script = ("import shutil, sys\n"
+              "from pathlib import Path\n"
               "from surface_lab import corpus\n"
+              "def hwm():\n"
+              "    return next(int(l.split()[1]) * 1024 for l in open('/proc/self/status')\n"
+              "                if l.startswith('VmHWM:'))\n"
+              "from surface_lab.agent.samples import generate_corpus\n"
+              "warm = Path(sys.argv[2] + '.warm')\n"
               "shutil.rmtree(sys.argv[2], ignore_errors=True)\n"
+              "shutil.rmtree(warm, ignore_errors=True)\n"
+              "generate_corpus(warm / 'logs', 1)\n"
+              "corpus.to_parquet(warm / 'logs', warm / 'out', task_mb=16)\n"
+              "shutil.rmtree(warm, ignore_errors=True)\n"
+              "before = hwm()\n"
               "corpus.to_parquet(sys.argv[1], sys.argv[2], task_mb=16)\n"
-              "print(next(int(l.split()[1]) * 1024 for l in open('/proc/self/status')\n"
-              "           if l.startswith('VmHWM:')))\n")
+              "print(hwm() - before)\n")
     done = subprocess.run([sys.executable, "-c", script, str(logs), str(target)],
                           capture_output=True, text=True, check=True)
     return int(done.stdout.strip())
 
 
-def _corpus_rows(cache: Path, sessions: int, runs: int) -> list[list[str]]:
+def _largest(logs: Path) -> int:
+    return max(p.stat().st_size for p in logs.glob("*.jsonl"))
+
+
+def _corpus_rows(cache: Path, sessions: int, runs: int,
+                 large: Path | None = None) -> list[list[str]]:
     import shutil
 
     from . import corpus
     from .agent.samples import generate_corpus
+    from .storage.read import read_log
 
     logs = cache / f"corpus-{sessions}"
     if not logs.exists():
         generate_corpus(logs, sessions)
+    files = sorted(logs.glob("*.jsonl"))
     rows: list[list[str]] = []
     timings: dict[str, float] = {}
+    t_loop = _median(lambda: [read_log(f, progress=None) for f in files], runs)
     for engine in ("serial", "processes", "dask"):
         target = cache / f"corpus-out-{engine}"
 
@@ -304,16 +324,47 @@ def _corpus_rows(cache: Path, sessions: int, runs: int) -> list[list[str]]:
 
         timings[engine] = _median(build, 1)
     manifest = corpus.Manifest.load(cache / "corpus-out-serial")
+    _row(rows, f"corpus build, serial ({sessions} sessions, {manifest.events} events)",
+         timings["serial"], "read_log loop over the same files", t_loop)
     for engine in ("processes", "dask"):
         _row(rows, f"corpus build, {engine} ({sessions} sessions, {manifest.events} events)",
              timings[engine], "corpus build, serial", timings["serial"])
+    serial_out = cache / "corpus-out-serial"
+    t_again = _median(lambda: corpus.to_parquet(logs, serial_out), runs)
+    _row(rows, "corpus rebuild, nothing changed (incremental)", t_again,
+         "corpus build, serial", timings["serial"])
+    newest = files[-1]
+    held = newest.read_bytes()
+
+    def one_grew() -> None:  # an agent appended to one session: its task is rebuilt
+        newest.write_bytes(held[: len(held) // 2])
+        corpus.to_parquet(logs, serial_out)
+        newest.write_bytes(held)
+        start = time.perf_counter()
+        corpus.to_parquet(logs, serial_out)
+        grew.append(time.perf_counter() - start)
+
+    grew: list[float] = []
+    try:
+        one_grew()
+    finally:
+        newest.write_bytes(held)
+    _row(rows, "corpus rebuild, one session grew (incremental)", grew[0],
+         "corpus build, serial", timings["serial"])
     for count in sorted({min(200, sessions), sessions}):
         subset = cache / f"corpus-{count}"
         if not subset.exists():
             generate_corpus(subset, count)
+        peak = _build_peak(subset, cache / f"corpus-peak-{count}")
+        largest = _largest(subset)
         rows.append([f"peak memory, serial build of {count} sessions, 16 MB tasks",
-                     f"{_build_peak(subset, cache / f'corpus-peak-{count}') / 1e6:.0f} MB",
-                     "", "", ""])
+                     f"{peak / 1e6:.0f} MB", "largest session file",
+                     f"{largest / 1e6:.1f} MB", f"{peak / largest:.1f}x file"])
+    if large is not None:
+        peak = _build_peak(large, cache / "corpus-peak-large")
+        rows.append([f"peak memory, corpus build of {large.name}", f"{peak / 1e6:.0f} MB",
+                     "its file", f"{large.stat().st_size / 1e6:.0f} MB",
+                     f"{peak / large.stat().st_size:.1f}x file"])
     c = corpus.open_corpus(cache / "corpus-out-serial")
     t_query = _median(lambda: c.sql("select type, count(*) from events group by all"), runs)
     t_audit = _median(lambda: c.sql(

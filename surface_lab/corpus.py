@@ -11,6 +11,7 @@ through it. pyarrow, duckdb and dask are imported only here, and only when used.
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import json
 import os
@@ -37,8 +38,10 @@ from .storage.sqlite import ReadOnlyConnection
 __all__ = ["SCHEMA_VERSION", "Corpus", "Task", "events", "map_sessions", "open_corpus",
            "plan_tasks", "to_parquet", "write_chunk"]
 
-SCHEMA_VERSION = 3  # 2: session_key and source in every table; 3: lost_evidence
-TABLES = ("sessions", "events", "replaces", "replace_members", "mentions", "lost_evidence")
+SCHEMA_VERSION = 4  # 2: session_key and source in every table; 3: lost_evidence;
+# 4: requests (tokens and dollars), the build's fingerprints in the manifest
+TABLES = ("sessions", "events", "replaces", "replace_members", "mentions", "lost_evidence",
+          "requests")
 MANIFEST = "manifest.json"
 
 
@@ -53,6 +56,9 @@ class SessionRef:
     # the session id the planner could see (a JSONL header's, a database row's): copies
     # of one id are planned into one task, where the build keeps one of them
     id: str | None = None
+    # what tells a rebuild the source changed: its size in bytes and modification time
+    # (for a folder: the total and the latest of its files)
+    stamp: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,38 @@ class Task:
     @property
     def name(self) -> str:
         return f"part-{self.date}-{self.index:04d}"
+
+    @property
+    def fingerprint(self) -> str:
+        """What the task reads (each source's path, session, size and modification time),
+        the corpus schema and the code and price versions, hashed: a task of the same
+        fingerprint writes the same rows, so a rebuild reuses its files, and its files'
+        names carry it, so a new build never overwrites a file the previous manifest
+        names."""
+        import hashlib
+
+        text = json.dumps([SCHEMA_VERSION, _code_versions(), self.date, [
+            [r.path, r.session_id, list(r.stamp)] for r in self.sessions]])
+        return hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()[:16]
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.name}-{self.fingerprint}.parquet"
+
+
+@functools.cache
+def _code_versions() -> list[str]:
+    """What else decides a task's rows: this package's version and the price table's (a
+    new release, or new prices, rebuilds every task)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for name in ("surface-lab", "genai-prices"):
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            found.append(f"{name} none")
+    return found
 
 
 # -- planning ----------------------------------------------------------------------------
@@ -89,25 +127,33 @@ def _expand(sources: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return list(dict.fromkeys(p.resolve() if p.exists() else p.absolute() for p in found))
 
 
-def check_sources(sources: Iterable[str | os.PathLike[str]]) -> None:
+def check_sources(sources: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """Refuse, before anything is written, a source that does not exist (a glob that
     matches nothing) or holds no log: a build of the wrong folder must not replace an
     earlier dataset with an empty or partial one.
 
+    Returns:
+        The files and folders the sources give (`_expand`'s), so the walk is done once.
+
     Raises:
         SurfaceLabError: `source-missing` or `source-empty`, naming the source.
     """
+    found: list[Path] = []
     for source in sources:
         text = str(source)
         is_glob = any(ch in text for ch in "*?[") and not os.path.lexists(text)
         if not is_glob and not os.path.lexists(text):
             raise SurfaceLabError(f"{text}: no such file or folder; nothing written",
                                   code="source-missing", path=text)
-        if not _expand([source]):
+        paths = _expand([source])
+        if not paths:
             what = "matches no file" if is_glob else "holds no session log"
             raise SurfaceLabError(f"{text}: {what} (looked for {', '.join(LOG_SUFFIXES)} "
                                   f"files, SQLite databases and other agents' logs); "
                                   f"nothing written", code="source-empty", path=text)
+        found += paths
+    return list(dict.fromkeys(found))
+
 def _below(path: Path) -> list[Path]:
     """The sources `path` gives: itself (a file, or a folder that is one source: a
     session folder, an OpenHands conversation), or those `discover`ed below a folder (a
@@ -198,19 +244,53 @@ def _database_refs(path: Path) -> list[SessionRef]:
             in rows]
 
 
-def plan_tasks(sources: Iterable[str | os.PathLike[str]], *, task_mb: float = 64) -> list[Task]:
+def _stamp(path: Path) -> tuple[int, int]:
+    """(size, modification time in ns) of a file, or the total size and latest time of a
+    folder's files; (0, 0) for what cannot be seen (reading then says why)."""
+    try:
+        if path.is_dir():
+            stats = [p.stat() for p in path.rglob("*") if p.is_file()]
+            return (sum(st.st_size for st in stats), max((st.st_mtime_ns for st in stats),
+                                                         default=0))
+        st = path.stat()
+        return st.st_size, st.st_mtime_ns
+    except OSError:
+        return 0, 0
+
+
+def plan_tasks(sources: Iterable[str | os.PathLike[str]], *, task_mb: float = 64,
+               known: dict[str, list[SessionRef]] | None = None,
+               expanded: list[Path] | None = None) -> list[Task]:
     """Group the sessions of `sources` into tasks of one date and about `task_mb` each,
-    in a deterministic order."""
-    refs = sorted((r for p in _expand(sources) for r in _refs(p)),
-                  key=lambda r: (r.date, r.id or "", r.path, r.session_id or ""))
+    in a deterministic order. `known` (a previous build's sessions by source) spares
+    opening a source whose size and modification time are unchanged."""
+    import dataclasses
+
+    refs: list[SessionRef] = []
+    for path in _expand(sources) if expanded is None else expanded:
+        stamp = _stamp(path)
+        before = (known or {}).get(str(path))
+        if before and stamp != (0, 0) and all(r.stamp == stamp for r in before):
+            refs += before
+        else:
+            refs += [dataclasses.replace(r, stamp=stamp) for r in _refs(path)]
+    refs.sort(key=lambda r: (r.date, r.id or "", r.path, r.session_id or ""))
     tasks: list[Task] = []
     limit = task_mb * 1024 * 1024
+    # Content-defined cuts (as rsync and backup tools chunk files): a task ends after a
+    # session with a chance of its size over `limit`, decided by a hash of its path (so
+    # tasks hold about `limit` on average), or before passing twice `limit`. A session
+    # added, grown or gone then changes its own task (and at most the next), not every
+    # later task of its date, so a rebuild reuses the rest.
     current: list[SessionRef] = []
     size = 0
     for ref in refs:
         copy = bool(current) and ref.id is not None and (ref.id, ref.date) == (
             current[-1].id, current[-1].date)
-        if current and (ref.date != current[0].date or size + ref.size > limit) and not copy:
+        cut = bool(current) and (
+            _hash(current[-1].path) % (1 << 32) < current[-1].size / limit * (1 << 32)
+            or size + ref.size > 2 * limit)
+        if current and (ref.date != current[0].date or cut) and not copy:
             tasks.append(Task(current[0].date, _next_index(tasks, current[0].date),
                               tuple(current)))
             current, size = [], 0
@@ -220,6 +300,13 @@ def plan_tasks(sources: Iterable[str | os.PathLike[str]], *, task_mb: float = 64
         tasks.append(Task(current[0].date, _next_index(tasks, current[0].date),
                           tuple(current)))
     return tasks
+
+
+def _hash(text: str) -> int:
+    import hashlib
+
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "backslashreplace"),
+                                          digest_size=8).digest(), "big")
 
 
 def _next_index(tasks: list[Task], date: str) -> int:
@@ -247,7 +334,8 @@ def _schemas() -> dict[str, Any]:
             ("line", integer), ("surface_op", text), ("replace_start", integer),
             ("replace_end", integer), ("n_sources", integer), ("on_surface", flag),
             ("shadowed_by", integer), ("role", text), ("message_id", text), ("text", text),
-            ("chars", integer), ("tokens", integer), ("data_bytes", integer)]),
+            ("chars", integer), ("tokens", integer), ("data_bytes", integer),
+            ("tool", text)]),
         "replaces": pa.schema([
             ("session_id", text), ("session_key", text), ("source", text), ("seq", integer),
             ("type", text), ("kind", text),
@@ -264,12 +352,26 @@ def _schemas() -> dict[str, Any]:
             ("session_id", text), ("session_key", text), ("source", text),
             ("replace_seq", integer), ("ident", text)]),
         "lost_evidence": _lost_evidence_schema(pa),
+        "requests": pa.schema([
+            ("session_id", text), ("session_key", text), ("source", text),
+            ("request_id", text), ("file", text), ("line", integer), ("time", integer),
+            ("model", text), ("provider", text), ("agent", text), ("on_path", flag),
+            ("calls", integer), *((name, integer) for name in _FIGURES),
+            ("tokens_source", text), ("cost_usd", pa.float64()), ("priced_model", text),
+            ("cost_source", text), ("cost_problem", text),
+            ("recorded_cost_usd", pa.float64())]),
     }
+
+
+_FIGURES = ("input_uncached", "cache_read", "cache_write", "cache_write_5m",
+            "cache_write_1h", "output", "reasoning", "input_total")
 
 
 def _read_session(ref: SessionRef) -> tuple[Any, str, str, list[Any], int | None]:
     """(LogData, session id, format, problems, createdAt) of one session; a package error
-    becomes the session's problem (with the readable prefix, when there is one)."""
+    becomes the session's problem (with the readable prefix, when there is one). The
+    LogData's `cache["billed"]` is the session's billed requests (`analysis.requests`):
+    read from another agent's own files, or from a surface log's recorded usage."""
     from .analysis.source import LogData, load_source
     from .importers import detect_format, import_any
     from .problems import Problem
@@ -284,10 +386,12 @@ def _read_session(ref: SessionRef) -> tuple[Any, str, str, list[Any], int | None
             result = import_any(path, fmt=foreign)
             log = load_source(list(result.events), strict=False, progress=False)
             log.session_id = str(result.header["id"])
+            log.cache["billed"] = _billed_foreign(path, foreign, result)
             return (log, log.session_id, fmt, list(result.problems),
                     int(result.header["createdAt"]))
         reading = read_log(path, session_id=ref.session_id)
         log = load_source(reading, strict=False, progress=False)
+        log.cache["billed"] = _billed_events(log, str(path))
         return (log, reading.session_id, fmt, log.problems,
                 int(reading.header["createdAt"]))
     except SurfaceLabError as err:
@@ -299,6 +403,53 @@ def _read_session(ref: SessionRef) -> tuple[Any, str, str, list[Any], int | None
         if not log.problems:
             log.problems.append(problem)
         return log, ref.session_id or log.session_id, fmt, log.problems, None
+
+
+def _billed_foreign(path: Path, fmt: str, result: Any) -> list[Any]:
+    """Another agent's billed requests, from its own files (every branch, its subagents',
+    the summarizer's), each marked on the imported path or not."""
+    from .analysis.requests import RequestsError, mark_on_path, read_requests
+
+    try:
+        return mark_on_path(read_requests(path, fmt=fmt), result.events, result.origins)
+    except RequestsError:
+        return []
+
+
+def _billed_events(log: Any, path: str) -> list[Any]:
+    from .analysis.requests import requests_from_events
+
+    return requests_from_events(log.events, file=path)
+
+
+_PRICES: list[Any] = []
+
+
+def _price_table() -> Any:
+    """genai-prices' bundled table (once a process), or no prices without the extra."""
+    from .analysis.prices import BundledPrices, RateTable
+
+    if not _PRICES:
+        try:
+            _PRICES.append(BundledPrices())
+        except ModuleNotFoundError:
+            _PRICES.append(RateTable({}, name="none (install surface-lab[prices])"))
+    return _PRICES[0]
+
+
+def _add_requests(table: dict[str, Any], billed: list[Any], ids: dict[str, str]) -> None:
+    """The `requests` rows of one session: its billed requests with their tokens as
+    recorded and their dollars (`requests_df`'s columns)."""
+    from .analysis.prices import price_requests
+
+    costs = price_requests(billed, _price_table()) if billed else []
+    for r, c in zip(billed, costs, strict=True):
+        values = {"tokens_source": r.source, "cost_usd": c.usd,
+                  "priced_model": c.priced_model, "cost_source": c.source,
+                  "cost_problem": c.problem, "recorded_cost_usd": r.recorded_cost}
+        for column in table:
+            table[column].append(ids[column] if column in _KEYS else values[column]
+                                 if column in values else getattr(r, column))
 
 
 def _unread_id(path: Path) -> str:
@@ -319,19 +470,20 @@ def session_key(source: str, session_id: str) -> str:
     return f"{source}#{session_id}"
 
 
-def _session_columns(ref: SessionRef, log: Any, session_id: str, fmt: str,
+def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
                      problems: list[Any], created: int | None) -> dict[str, dict[str, Any]]:
     """Every table's columns for one session (all the fallible work, before any row is
     added to a task's tables)."""
+    log = box.pop()  # the only reference: the log is let go before the events go to Arrow
     from .analysis.audit import facts_at_risk_by_replace
     from .analysis.brackets import replacement_columns
-    from .analysis.events import event_columns
+    from .analysis.events import event_arrays
     from .gcpause import gc_paused
 
     key, source = session_key(ref.path, session_id), ref.path
     tables: dict[str, dict[str, Any]] = {
         name: {c: [] for c in schema.names} for name, schema in _schemas().items()}
-    ev = event_columns(log)
+    ev = event_arrays(log)
     rep = replacement_columns(log)
     at_risk: dict[int, list[str]] = {}
     if rep["seq"]:
@@ -349,18 +501,26 @@ def _session_columns(ref: SessionRef, log: Any, session_id: str, fmt: str,
                           ("problem_line", first.line if first else None)):
         sessions[column].append(value)
     n = len(ev["seq"])
+    tools = _tool_names(log, ev["type"], n)
+    ids = {"session_id": session_id, "session_key": key, "source": source}
+    _add_lost_evidence(tables["lost_evidence"], log, ids)
+    _add_requests(tables["requests"], log.cache.get("billed") or [], ids)
+    del log
     events = tables["events"]
+    schema = _schemas()["events"]
     for column in events:
         if column in _KEYS:
-            events[column] = [{"session_id": session_id, "session_key": key,
-                               "source": source}[column]] * n
+            events[column] = _repeat({"session_id": session_id, "session_key": key,
+                                      "source": source}[column], n)
         elif column == "n_sources":
             events[column] = [len(s) if s is not None else None
-                              for s in ev["source_event_seqs"]]
-        else:
-            events[column] = ev[column]
+                              for s in ev.pop("source_event_seqs")]
+        elif column == "tool":
+            events[column] = tools
+        else:  # each numpy column is let go once it is in Arrow (memory: one copy)
+            events[column] = _arrow(ev.pop(column) if column != "type" else ev[column],
+                                    schema.field(column).type)
     replaces = tables["replaces"]
-    ids = {"session_id": session_id, "session_key": key, "source": source}
     for i, seq in enumerate(rep["seq"]):
         for column in replaces:
             if column in _KEYS:
@@ -382,8 +542,64 @@ def _session_columns(ref: SessionRef, log: Any, session_id: str, fmt: str,
         for ident in at_risk.get(seq, []):
             for column, value in (*ids.items(), ("replace_seq", seq), ("ident", ident)):
                 tables["mentions"][column].append(value)
-    _add_lost_evidence(tables["lost_evidence"], log, ids)
     return tables
+
+
+def _tool_names(log: Any, types: Any, n: int) -> Any:
+    """The tool each `tool/call` event names (`data.name`), null elsewhere: what a query
+    needs to tell an edit from a read."""
+    import numpy as np
+    import pyarrow as pa
+
+    from .analysis.events import Coded
+
+    if isinstance(types, Coded):
+        names = list(types.categories)
+        if "tool/call" not in names:
+            return pa.nulls(n, pa.string())
+        calls = np.flatnonzero(np.asarray(types.codes) == names.index("tool/call")).tolist()
+    else:
+        calls = [i for i, t in enumerate(types) if t == "tool/call"]
+    tools = np.full(n, None, dtype=object)
+    for seq in calls:
+        data = log.events[seq].get("data")
+        name = data.get("name") if isinstance(data, dict) else None
+        tools[seq] = _clean(name) if isinstance(name, str) else None
+    return pa.array(tools, type=pa.string())
+
+
+def _repeat(value: str, n: int) -> Any:
+    """One string `n` times, as a dictionary-encoded column cast to the schema's string."""
+    import numpy as np
+    import pyarrow as pa
+
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype="int32")),
+                                          pa.array([value], type=pa.string())
+                                          ).cast(pa.string())
+
+
+def _arrow(values: Any, kind: Any) -> Any:
+    """A column of `analysis.events.event_arrays` as an Arrow array, from its numpy arrays
+    (no Python list between): `Masked` integers with their null mask, `Coded` categories
+    taken from their names."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .analysis.events import Coded, Masked
+
+    if isinstance(values, Masked):
+        return pa.array(np.asarray(values.values), mask=np.asarray(values.missing),
+                        type=kind)
+    if isinstance(values, Coded):
+        codes = np.asarray(values.codes)
+        index = pa.array(codes.astype("int32"), mask=codes < 0)
+        return pc.take(pa.array(list(values.categories), type=pa.string()), index).cast(kind)
+    if isinstance(values, np.ndarray) and values.dtype != object:
+        if pa.types.is_timestamp(kind):
+            return pa.array(values.astype("int64"), type=pa.int64()).cast(kind)
+        return pa.array(values, type=kind)
+    return pa.array(list(values), type=kind)
 
 
 def _lost_evidence_schema(pa: Any) -> Any:
@@ -430,7 +646,9 @@ def _session_tables(ref: SessionRef) -> _SessionTables:
     schemas = _schemas()
     try:
         log, session_id, fmt, problems, created = _read_session(ref)
-        columns = _session_columns(ref, log, session_id, fmt, problems, created)
+        box = [log]
+        del log  # `_session_columns` holds the only reference
+        columns = _session_columns(ref, box, session_id, fmt, problems, created)
         tables = {name: pa.Table.from_pydict(columns[name], schema=schema)
                   for name, schema in schemas.items()}
     except Exception as err:
@@ -441,7 +659,7 @@ def _session_tables(ref: SessionRef) -> _SessionTables:
         problems = [Problem("error", "session-unreadable",
                             text if len(text) <= 300 else f"{text[:300]}...", ref.path)]
         session_id = _clean(ref.session_id or ref.id or _unread_id(Path(ref.path)))
-        columns = _session_columns(ref, LogData(session_id, []), session_id, "surface",
+        columns = _session_columns(ref, [LogData(session_id, [])], session_id, "surface",
                                    problems, None)
         tables = {name: pa.Table.from_pydict(columns[name], schema=schema)
                   for name, schema in schemas.items()}
@@ -480,6 +698,7 @@ def _task_tables(task: Task) -> tuple[dict[str, Any], list[_SessionTables],
             duplicates.append({"session_id": session_id, "kept": best.key,
                                "dropped": sorted(c.key for c in copies if c is not best)})
     schemas = _schemas()
+    kept.sort(key=lambda k: (k.session_id, k.key))  # the files' order
     tables = {name: pa.concat_tables([k.tables[name] for k in kept] or
                                      [schema.empty_table()])
               for name, schema in schemas.items()}
@@ -490,7 +709,8 @@ def _sort_key(name: str) -> list[tuple[str, str]]:
     keys = {"sessions": [], "events": ["seq"], "replaces": ["seq"],
             "replace_members": ["replace_seq", "shadowed_seq"],
             "mentions": ["replace_seq", "ident"],
-            "lost_evidence": ["seq", "replace_seq"]}[name]
+            "lost_evidence": ["seq", "replace_seq"],
+            "requests": ["time", "request_id", "file"]}[name]
     return [(k, "ascending") for k in ["session_id", "session_key", *keys]]
 
 
@@ -505,15 +725,19 @@ def write_chunk(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
     files = {}
     for name in TABLES:
         table = tables[name]
-        table = table.sort_by(_sort_key(name)).combine_chunks().replace_schema_metadata(None)
-        target = root / name / f"date={task.date}" / f"{task.name}.parquet"
+        if name != "events":  # events are in order already: each session's by seq, the
+            # sessions by (session_id, session_key); sorting would copy the largest table
+            table = table.sort_by(_sort_key(name)).combine_chunks()
+        table = table.replace_schema_metadata(None)
+        target = root / name / f"date={task.date}" / task.file_name
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
         pq.write_table(table, temporary, compression="zstd")
         os.replace(temporary, target)
         files[name] = {"path": str(target.relative_to(root)), "rows": table.num_rows}
     kept.sort(key=lambda k: (k.session_id, k.key))
-    return {"task": task.name, "date": task.date, "files": files,
+    return {"task": task.name, "date": task.date, "fingerprint": task.fingerprint,
+            "inputs": [asdict(r) for r in task.sessions], "files": files,
             "problems": [k.problem for k in kept if k.problem is not None],
             "sessions": len(kept), "duplicates": duplicates,
             "keys": [[k.session_id, k.key] for k in kept]}
@@ -535,6 +759,16 @@ class Manifest:
     engine: str = "serial"
     # one session id in several sources: {"session_id", "kept": [keys], "dropped": [keys]}
     duplicates: list[dict[str, Any]] = field(default_factory=list)
+    # each task's own manifest rows (`write_chunk`'s), with its fingerprint and inputs:
+    # what the next build reuses
+    results: list[dict[str, Any]] = field(default_factory=list)
+    # what this build found against the previous one: tasks whose files it kept, and the
+    # sources new, grown (larger), otherwise changed, and gone since
+    reused: int = 0
+    added: list[str] = field(default_factory=list)
+    grown: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    vanished: list[str] = field(default_factory=list)
 
     @classmethod
     def load(cls, out: str | os.PathLike[str]) -> Manifest:
@@ -597,6 +831,12 @@ class Manifest:
                 raise damaged(f"`{name}` is not a count")
         if not isinstance(self.problems, list) or not isinstance(self.duplicates, list):
             raise damaged("`problems` or `duplicates` is not a list")
+        if not isinstance(self.results, list) or not all(
+                isinstance(r, dict) for r in self.results):
+            raise damaged("`results` is not a list of task rows")
+        for name in ("added", "grown", "changed", "vanished"):
+            if not isinstance(getattr(self, name), list):
+                raise damaged(f"`{name}` is not a list")
 
     def files(self, out: str | os.PathLike[str], table: str) -> list[str]:
         return [str(Path(out) / f["path"]) for f in self.tables.get(table, [])]
@@ -669,7 +909,11 @@ def to_parquet(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[str
                workers: int | None = None, task_mb: float = 64,
                progress: bool = False) -> Manifest:
     """Build a Parquet dataset of `sessions`, `events`, `replaces`, `replace_members`,
-    `mentions` (facts at risk) and `lost_evidence` (evidence of loss) from many logs.
+    `mentions` (facts at risk), `lost_evidence` (evidence of loss) and `requests` (billed
+    requests with tokens and dollars) from many logs. Built again into the same `out`,
+    it reuses every task whose sources did not change (the manifest says which, and what
+    was added, grew, changed or vanished); until its manifest replaces the previous one,
+    the previous dataset stays whole and readable.
 
     Args:
         sources: paths, globs, folders and SQLite databases; other agents' logs are
@@ -693,44 +937,113 @@ def to_parquet(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[str
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     sources = list(sources)
-    check_sources(sources)
-    tasks = plan_tasks(sources, task_mb=task_mb)
+    expanded = check_sources(sources)
+    root = Path(out)
+    previous = _previous(root)
+    before = _inputs(previous.results) if previous is not None else {}
+    tasks = plan_tasks(sources, task_mb=task_mb, known=before, expanded=expanded)
     if not tasks:
         named = ", ".join(str(s) for s in sources[:3]) + (", ..." if len(sources) > 3 else "")
         raise SurfaceLabError(f"no session logs in {named or 'no sources'} (looked for "
                               f"{', '.join(LOG_SUFFIXES)} files, SQLite databases and other "
                               f"agents' logs); nothing written", code="corpus-empty")
-    root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
-    (root / MANIFEST).unlink(missing_ok=True)  # the build is uncommitted until it ends
     for stale in root.rglob(".part-*.tmp-*"):
         stale.unlink()
+    # the previous manifest stays the commit point until this build's replaces it: its
+    # files are never overwritten (a new task's file names carry its fingerprint), so a
+    # build killed midway leaves the earlier dataset readable
+    # a task of the same fingerprint (same date, sources and stamps) keeps its files,
+    # under whatever index the plan now gives it
+    reusable = {r.get("fingerprint"): r for r in previous.results
+                if _intact(root, r)} if previous is not None else {}
+    kept = [{**reusable[t.fingerprint], "task": t.name} for t in tasks
+            if t.fingerprint in reusable]
+    todo = [t for t in tasks if t.name not in {r["task"] for r in kept}]
     bar: Any = None
-    if progress:
+    if progress and todo:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(tasks), unit=" tasks", desc="corpus build")
-    results = _run(tasks, root, engine, client, workers,
-                   lambda _: bar.update(1) if bar is not None else None)
+        bar = tqdm(total=len(todo), unit=" tasks", desc="corpus build")
+    results = _run(todo, root, engine, client, workers,
+                   lambda _: bar.update(1) if bar is not None else None) if todo else []
     if bar is not None:
         bar.close()
-    results.sort(key=lambda r: r["task"])
-    expected = {t.name for t in tasks}
+    expected = {t.name for t in todo}
     written = {r["task"] for r in results}
     if written != expected:
         raise SurfaceLabError(f"corpus build incomplete: tasks {sorted(expected - written)}",
                               code="corpus-unfinished", path=str(root))
+    results = sorted(kept + results, key=lambda r: r["task"])
+    now = {path: refs[0].stamp for path, refs in _inputs(results).items()}
+    then = {path: refs[0].stamp for path, refs in before.items()}
     manifest = Manifest(
         schema_version=SCHEMA_VERSION,
         tables={name: [r["files"][name] for r in results] for name in TABLES},
         sessions=sum(r["sessions"] for r in results),
         events=sum(r["files"]["events"]["rows"] for r in results),
         problems=[p for r in results for p in r["problems"]], tasks=len(tasks), engine=engine,
-        duplicates=_duplicates(results))
+        duplicates=_duplicates(results), results=results, reused=len(kept),
+        added=sorted(set(now) - set(then)) if previous is not None else [],
+        grown=sorted(p for p in set(now) & set(then) if now[p][0] > then[p][0]),
+        changed=sorted(p for p in set(now) & set(then)
+                       if now[p] != then[p] and now[p][0] <= then[p][0]),
+        vanished=sorted(set(then) - set(now)))
     temporary = root / f".{MANIFEST}.tmp"
     temporary.write_text(json.dumps(asdict(manifest), indent=1))
     os.replace(temporary, root / MANIFEST)
+    _collect(root, manifest)
     return manifest
+
+
+def _previous(root: Path) -> Manifest | None:
+    """The manifest of the build already in `root`, or None (none, another schema version,
+    a damaged one: the new build then writes every task)."""
+    if not (root / MANIFEST).is_file():
+        return None
+    try:
+        return Manifest.load(root)
+    except SurfaceLabError:
+        return None
+
+
+def _inputs(results: list[dict[str, Any]]) -> dict[str, list[SessionRef]]:
+    """The sessions the tasks of `results` read, by source path."""
+    found: dict[str, list[SessionRef]] = {}
+    for result in results:
+        for item in result.get("inputs") or []:
+            try:
+                ref = SessionRef(**{**item, "stamp": tuple(item["stamp"])})
+            except (TypeError, KeyError, ValueError):
+                continue  # not what a build writes: that source is planned afresh
+            found.setdefault(ref.path, []).append(ref)
+    return found
+
+
+def _intact(root: Path, result: dict[str, Any]) -> bool:
+    """Whether a previous task's files are all there to reuse (and inside `root`)."""
+    files = result.get("files")
+    if not isinstance(files, dict) or set(files) != set(TABLES):
+        return False
+    for f in files.values():
+        where = f.get("path") if isinstance(f, dict) else None
+        if (not isinstance(where, str) or Path(where).is_absolute()
+                or ".." in Path(where).parts or not (root / where).is_file()):
+            return False
+    return True
+
+
+def _collect(root: Path, manifest: Manifest) -> None:
+    """Delete the table files no manifest names any more (an earlier build's, or those of
+    a build killed before its manifest), once the new manifest is in place."""
+    named = {f["path"] for files in manifest.tables.values() for f in files}
+    for table in TABLES:
+        for path in (root / table).glob("date=*/part-*.parquet"):
+            if str(path.relative_to(root)) not in named:
+                path.unlink(missing_ok=True)
+        for folder in (root / table).glob("date=*"):
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty
 
 
 # -- querying ----------------------------------------------------------------------------

@@ -21,7 +21,9 @@ def test_bench_prints_every_measure(tmp_path: Path, capsys: pytest.CaptureFixtur
                     "plot_shadowing", "replacements_df(path)", "compaction_audit(path)",
                     "compaction_audit(path), ", "find_lost_evidence(events, plans)",
                     "tokens_df(path) (one row per request)",
-                    "corpus build, processes", "corpus build, dask",
+                    "corpus build, serial (", "corpus build, processes",
+                    "corpus build, dask", "corpus rebuild, nothing changed (incremental)",
+                    "corpus rebuild, one session grew (incremental)",
                     "peak memory, serial build of 4 sessions, 16 MB tasks",
                     "corpus query: events by type (DuckDB)"):
         assert measure in out

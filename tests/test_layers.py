@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # the pandas-free research core
     ("analysis",),
     # frames, plots, widgets and the report; the corpus tables
-    ("notebook", "corpus"),
+    ("notebook", "corpus", "corpus_questions"),
     # the scripted agent loop and the sample generator
     ("agent",),
     # the command, its benchmark, the public re-exports

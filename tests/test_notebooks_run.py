@@ -24,7 +24,7 @@ from surface_lab.notebook import Replay
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 SAMPLES = NOTEBOOKS.parent / "sample_logs"
 NAMES = ["01_tour", "02_audit_compaction", "03_debug_replay", "04_other_agents",
-         "05_compare_policies"]
+         "05_compare_policies", "06_corpus"]
 
 
 @pytest.mark.parametrize("name", NAMES)
