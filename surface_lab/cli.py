@@ -664,8 +664,8 @@ def cmd_corpus_build(args: argparse.Namespace) -> int:
          f"{manifest.tasks} tasks ({manifest.engine}); {len(manifest.problems)} session(s) "
          f"with problems, {len(manifest.duplicates)} session id(s) in several sources",
          sys.stderr)
-    if manifest.reused or manifest.added or manifest.vanished or manifest.grown \
-            or manifest.changed:  # a rebuild: what it kept, and what moved
+    if (manifest.reused or manifest.added or manifest.vanished or manifest.grown
+            or manifest.changed):  # a rebuild: what it kept, and what moved
         _out(f"{args.out}: reused {manifest.reused} of {manifest.tasks} tasks; "
              f"{len(manifest.added)} sources added, {len(manifest.grown)} grown, "
              f"{len(manifest.changed)} changed, {len(manifest.vanished)} vanished",

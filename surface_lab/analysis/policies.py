@@ -156,8 +156,9 @@ def _tags(event: Event) -> set[str]:
     tags = data.get("tags")
     if tags is None:
         tags = mapping_at(data, "message").get("tags")
-    return {t for t in tags if isinstance(t, str)} if isinstance(tags, Sequence) and not \
-        isinstance(tags, str) else set()
+    if not isinstance(tags, Sequence) or isinstance(tags, str):
+        return set()
+    return {t for t in tags if isinstance(t, str)}
 
 
 def _line_stats(event: Event) -> tuple[int, int]:
