@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..analysis.audit import audit_columns, extract_facts, failed_compactions
 from ..analysis.brackets import bracket_of, brackets, prune_record, replacement_columns
-from ..analysis.facts import DEFAULT_RULES, FactRules
+from ..analysis.facts import FactRules
 from ..analysis.source import LogData, load_source, step_bar
 from ..gcpause import gc_paused
 from ..glossary import TERMS, label, plural
@@ -39,15 +39,18 @@ __all__ = [
     "summary_body",
 ]
 
-_COUNTS = ("n_at_risk", "saved_tokens", "lost_evidence")  # the audit's integer columns
+_COUNTS = ("n_at_risk", "n_unmeasurable", "saved_tokens", "lost_evidence")  # integer columns
+_NULLABLE = ("redos",)  # integer columns with NA (unmeasurable)
 
 def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True,
-                     rules: FactRules = DEFAULT_RULES) -> Any:
+                     rules: FactRules | None = None) -> Any:
     """One row per replace: the `replacements_df` columns plus `shadowed_type_counts`,
-    `facts_at_risk` (mentions `rules` find in the shadowed content, noise removed, that
-    neither the replacement nor the rest of the surface just after it shows; best
-    first), `n_at_risk`, `saved_tokens` and `lost_evidence` (how many later actions show
-    the agent needed what this replace hid: `lost_evidence_df`).
+    `facts_at_risk` (the top-ranked facts of the ledger built from the log's structure,
+    `facts_df`, as "kind: text"; at most 10), `n_at_risk` (their true count),
+    `n_unmeasurable` (hidden items redacted or encrypted), `saved_tokens`, `redos` (the
+    re-dos after it, `redos_df`; NA where nothing hidden can be read) and
+    `lost_evidence` (the old evidence rules' count: `lost_evidence_df`). With `rules`
+    (`DEFAULT_RULES`, `LEGACY_RULES`) the facts are those old lexical mentions instead.
     `recorded_matches` is False where a trace's shadowedSeqs disagree with the fold.
     The facts read only the replaces, what they hid and the surface at each replace."""
     log = load_source(source, strict=strict, progress=progress)
@@ -56,8 +59,8 @@ def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True,
     frame = frame_from_columns("replacements", replaced)
     for name, values in audit_columns(log, rules=rules, progress=progress,
                                       replacements=replaced).items():
-        frame[name] = pd.Series(values, dtype="int64" if name in _COUNTS else object,
-                                index=frame.index)
+        dtype = "int64" if name in _COUNTS else "Int64" if name in _NULLABLE else object
+        frame[name] = pd.Series(values, dtype=dtype, index=frame.index)
     _recorded_tokens(log, frame)
     return frame if strict else (frame, log.problems)
 
