@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from shared_logs import SHARED, require_shared
 
-from surface_lab import Session, facts
+from surface_lab import Session
+from surface_lab.analysis import facts
 from surface_lab.analysis.facts import (
     DEFAULT_RULES,
     LEGACY_RULES,
