@@ -21,9 +21,11 @@ import shlex
 from bisect import bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from ..events import message_of
+from ..jsonvalue import loads
 from ..messages import message_text
 from ..surface import apply_plan
 from .brackets import brackets
@@ -161,7 +163,7 @@ class Ledger:
 def _args(arguments: Any) -> Any:
     if isinstance(arguments, str):
         try:
-            return json.loads(arguments)
+            return loads(arguments)
         except ValueError:
             return arguments
     return arguments
@@ -249,9 +251,25 @@ def _shell_use(tool: str, command: str, key: str) -> ToolUse:
     return ToolUse("command", tool, norm, norm, key)
 
 
+_CLASSIFIED: dict[tuple[str, str], ToolUse] = {}
+
+
 def classify_call(name: str, arguments: Any) -> ToolUse:
     """What a tool call did, from its name and arguments alone (Claude Code, Codex, pi,
-    OpenHands, SWE-agent and mini-swe-agent tool names)."""
+    OpenHands, SWE-agent and mini-swe-agent tool names); remembered per distinct name and
+    argument string (at most 2**16)."""
+    if not isinstance(arguments, str):
+        return _classify(str(name), arguments)
+    key = (str(name), arguments)
+    got = _CLASSIFIED.get(key)
+    if got is None:
+        if len(_CLASSIFIED) >= 1 << 16:
+            _CLASSIFIED.clear()
+        got = _CLASSIFIED[key] = _classify(*key)
+    return got
+
+
+def _classify(name: str, arguments: Any) -> ToolUse:
     tool = str(name)
     low = tool.lower()
     args = _args(arguments)
@@ -362,16 +380,29 @@ def _call_id(event: Mapping[str, Any]) -> str | None:
 
 
 class _Reader:
-    """Events of a log read on demand, with the calls of the assistant messages read."""
+    """A log's events read on demand; the assistant messages' tool calls and text blocks
+    decoded once, in one typed pass (`evidence._entries`, as the evidence walk reads
+    them)."""
 
     def __init__(self, log: LogData) -> None:
+        from ..surface import PlanList
+        from .evidence import _entries
+
         self.log = log
         self.events: dict[int, Mapping[str, Any]] = {}
-        self.calls: dict[str, tuple[int, str, Any]] = {}  # call id -> (seq, name, args)
-        self.call_seq: dict[str, int] = {}  # call id -> its tool/call event's seq
-        self.scanned = -1
         self.types = log.types
         self.replace_seqs = {p.seq for p in log.replaces}
+        plans = log.plans if isinstance(log.plans, PlanList) else PlanList.of(log.plans)
+        asked = [s for s in log.entries if self.types[s] == "assistant/message"]
+        # seq -> ((kind, name or text, arguments, call id), ...) of an assistant message
+        self.acts: dict[int, tuple[Any, ...]] = {
+            s: e.acts for s, e in zip(asked, _entries(log.events, plans, asked, {}, {}),
+                                      strict=True)}
+        self.calls: dict[str, tuple[int, str, Any]] = {}  # call id -> (seq, name, args)
+        for s, acts in self.acts.items():
+            for kind, name, arguments, call_id in acts:
+                if kind == "tool-call":
+                    self.calls[str(call_id)] = (s, name, arguments)
 
     def event(self, seq: int) -> Mapping[str, Any]:
         event = self.events.get(seq)
@@ -379,29 +410,27 @@ class _Reader:
             event = self.events[seq] = self.log.read(seq)
         return event
 
-    def scan_calls(self, upto: int) -> None:
-        """Read the tool calls of every assistant message up to `upto`."""
-        types = self.types
-        for seq in range(self.scanned + 1, min(upto, len(types) - 1) + 1):
-            kind = types[seq]
-            if kind == "assistant/message":
-                for b in _blocks(self.event(seq)):
-                    if b.get("type") == "tool-call":
-                        self.calls[str(b.get("id"))] = (seq, str(b.get("name")),
-                                                        b.get("arguments"))
-            elif kind == "tool/call":
-                data = self.event(seq).get("data")
-                if isinstance(data, Mapping):
-                    self.call_seq.setdefault(str(data.get("callId")), seq)
-        self.scanned = max(self.scanned, upto)
+    def call_id(self, result_seq: int) -> str | None:
+        source = self.log.source_of(result_seq)
+        call_id = source.get("callId") if isinstance(source, Mapping) else None
+        if call_id is None:
+            return _call_id(self.event(result_seq))
+        return str(call_id)
 
     def call_of(self, result_seq: int) -> tuple[int, ToolUse] | None:
-        call_id = _call_id(self.event(result_seq))
-        self.scan_calls(result_seq)
+        call_id = self.call_id(result_seq)
         found = self.calls.get(call_id) if call_id is not None else None
         if found is None:
             return None
         return found[0], classify_call(found[1], found[2])
+
+    def tool_calls(self, seq: int) -> list[tuple[str, Any, str]]:
+        """(name, arguments, call id) of an assistant message's tool calls."""
+        return [(name, arguments, str(call_id)) for kind, name, arguments, call_id
+                in self.acts.get(seq, ()) if kind == "tool-call"]
+
+    def text_blocks(self, seq: int) -> list[str]:
+        return [name for kind, name, _, _ in self.acts.get(seq, ()) if kind == "text"]
 
 
 def _user_fact(text: str, after_question: bool) -> tuple[str, str] | None:
@@ -469,6 +498,14 @@ class _Kept:
         self.low = self.text.lower()
         self.calls = "\n".join(calls)
         self._words: set[str] | None = None
+        self._spaced: str | None = None
+
+    @property
+    def spaced(self) -> str:
+        """The lowered text with its whitespace runs as one space."""
+        if self._spaced is None:
+            self._spaced = " ".join(self.low.split())
+        return self._spaced
 
     @property
     def words(self) -> set[str]:
@@ -486,7 +523,7 @@ class _Kept:
 
     def said(self, text: str) -> str:
         low = " ".join(text.lower().split())
-        if low and low[:200] in " ".join(self.low.split()):
+        if low and low[:200] in self.spaced:
             return "yes"
         words = set(_WORD.findall(low))
         if not words:
@@ -527,18 +564,19 @@ def fact_ledger(source: Any) -> Ledger:
     texts_by_replace: dict[int, dict[int, str]] = {}
     for plan, kept in _settled(log, reader):
         hidden = list(plan.shadowed)
-        texts = log.texts(hidden)
+        known = log.texts(hidden)  # (the log's whole cache: take the hidden ones)
+        texts = {h: known.get(h, "") for h in hidden}
         texts_by_replace[plan.seq] = texts
-        hidden_set = set(hidden)
+        answered = {c for c in (reader.call_id(h) for h in hidden
+                                if reader.types[h] == "tool/result") if c is not None}
         seen_keys: set[str] = set()
         prev_question = False
         rows: list[Fact] = []
         for s in hidden:
             kind_of = reader.types[s]
             text = texts.get(s, "")
-            event = reader.event(s)
             if kind_of == "assistant/message":
-                row = _assistant_fact(reader, plan.seq, s, event, hidden_set, kept, uses)
+                row = _assistant_fact(reader, plan.seq, s, answered, kept, uses)
                 prev_question = "?" in text[-300:]
                 if row is not None:
                     rows.append(row)
@@ -584,46 +622,40 @@ def fact_ledger(source: Any) -> Ledger:
     return ledger
 
 
-def _assistant_fact(reader: _Reader, replace_seq: int, seq: int, event: Mapping[str, Any],
-                    hidden: set[int], kept: _Kept, uses: dict[tuple[int, int], ToolUse]
-                    ) -> Fact | None:
+def _assistant_fact(reader: _Reader, replace_seq: int, seq: int, answered: set[str],
+                    kept: _Kept, uses: dict[tuple[int, int], ToolUse]) -> Fact | None:
     """A hidden assistant message carries a fact only through a call whose result is not
     hidden with it (or has none) and that did something by itself (read, edit, create,
     a state change); a message of encrypted reasoning alone is unmeasurable."""
-    blocks = _blocks(event)
-    if blocks and all(b.get("type") == "reasoning" for b in blocks) and all(
-            not str(b.get("text", "")).strip() or is_redacted(str(b.get("text", "")))
-            for b in blocks) and any(b.get("encrypted") or b.get("signature")
-                                     or is_redacted(str(b.get("text", ""))) for b in blocks):
-        return Fact(replace_seq, seq, "unmeasurable", "encrypted reasoning")
-    for b in blocks:
-        if b.get("type") != "tool-call":
+    calls = reader.tool_calls(seq)
+    if not calls and not any(t.strip() for t in reader.text_blocks(seq)):
+        blocks = _blocks(reader.event(seq))
+        if blocks and all(b.get("type") == "reasoning" for b in blocks) and all(
+                not str(b.get("text", "")).strip() or is_redacted(str(b.get("text", "")))
+                for b in blocks) and any(b.get("encrypted") or b.get("signature")
+                                         or is_redacted(str(b.get("text", "")))
+                                         for b in blocks):
+            return Fact(replace_seq, seq, "unmeasurable", "encrypted reasoning")
+        return None
+    for name, arguments, call_id in calls:
+        if call_id in answered:
             continue
-        call_id = str(b.get("id"))
-        if _result_in(reader, call_id, hidden):
-            continue
-        use = classify_call(str(b.get("name")), b.get("arguments"))
+        use = classify_call(name, arguments)
         if use.kind in ("file-read", "file-edit", "file-create") and use.target:
             verb = {"file-read": "read", "file-edit": "edited", "file-create": "created"}
             text = f"{verb[use.kind]} {use.target}"
             uses[(replace_seq, seq)] = use
             return Fact(replace_seq, seq, use.kind, text, _kept(use.kind, use, text, kept))
-        if use.kind == "command" and re.match(
-                r"(?:git (?:commit|push|merge|rebase|reset|checkout|tag)|pip install|npm "
-                r"(?:install|i)|pnpm (?:add|install)|uv (?:add|pip)|cargo add|rm |mv |"
-                r"mkdir |alembic|make install)", use.target):
+        if use.kind == "command" and _STATEFUL.match(use.target):
             uses[(replace_seq, seq)] = use
             return Fact(replace_seq, seq, "command", f"{_short(use.target, 100)}",
                         _kept("command", use, use.target, kept))
     return None
 
 
-def _result_in(reader: _Reader, call_id: str, hidden: set[int]) -> bool:
-    """Whether the result answering this call is among the hidden seqs."""
-    for s in hidden:
-        if reader.types[s] == "tool/result" and _call_id(reader.event(s)) == call_id:
-            return True
-    return False
+_STATEFUL = re.compile(
+    r"(?:git (?:commit|push|merge|rebase|reset|checkout|tag)|pip install|npm (?:install|i)"
+    r"|pnpm (?:add|install)|uv (?:add|pip)|cargo add|rm |mv |mkdir |alembic|make install)")
 
 
 def _settled(log: LogData, reader: _Reader) -> Iterator[tuple[Any, _Kept]]:
@@ -641,8 +673,7 @@ def _settled(log: LogData, reader: _Reader) -> Iterator[tuple[Any, _Kept]]:
         got = call_args.get(seq)
         if got is None:
             got = call_args[seq] = "\n".join(
-                f"{b.get('name')} {b.get('arguments')}" for b in _blocks(reader.event(seq))
-                if b.get("type") == "tool-call")
+                f"{name} {arguments}" for name, arguments, _ in reader.tool_calls(seq))
         return got
 
     nodes: list[int] = []
@@ -687,8 +718,14 @@ def _questions(text: str) -> list[str]:
 
 
 def _overlap(a: str, b: str) -> float:
-    wa, wb = set(_WORD.findall(a.lower())), set(_WORD.findall(b.lower()))
+    """The share of `a`'s words (4 characters or more) that `b` holds."""
+    wa, wb = _word_set(a), _word_set(b)
     return len(wa & wb) / len(wa) if wa else 0.0
+
+
+@lru_cache(maxsize=1 << 14)
+def _word_set(text: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(text.lower()))
 
 
 def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
@@ -703,6 +740,7 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
     replaces = sorted(p.seq for p in log.replaces)
     recorded = _recorded(log)
     types = reader.types
+    inside = _inside_brackets(log)
     for i, rseq in enumerate(replaces):
         rows = by_replace.get(rseq, [])
         hidden_texts = texts_by_replace.get(rseq, {})
@@ -729,14 +767,14 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
             elif use.kind in ("command", "error") and use.tool.lower() in SHELL_TOOLS:
                 runs[normal_command(use.target)] = f.seq
             calls[use.key] = f.seq
-        # hidden results of routine or duplicate calls still count for repeat-call
+        # hidden reads of duplicate calls still count for a re-read
+        in_rows = {f.seq for f in rows}
         for s in hidden_texts:
-            if types[s] == "tool/result" and s not in {f.seq for f in rows}:
+            if types[s] == "tool/result" and s not in in_rows:
                 call = reader.call_of(s)
                 if call is not None and call[1].kind == "file-read" and call[1].target:
                     reads.setdefault(path_forms(call[1].target)[-1], s)
         end = replaces[i + 1] if i + 1 < len(replaces) else len(types)
-        inside = _inside_brackets(log)
         changed: set[str] = set()
         dirty = False  # a file changed since the replace
         for seq in range(rseq + 1, end):
@@ -744,11 +782,9 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
                 continue
             kind = types[seq]
             if kind == "assistant/message":
-                event = reader.event(seq)
-                for b in _blocks(event):
-                    btype = b.get("type")
+                for btype, name, arguments, call_id in reader.acts.get(seq, ()):
                     if btype == "text":
-                        for q in _questions(str(b.get("text", ""))):
+                        for q in _questions(str(name)):
                             hit = max(users, key=lambda u: _overlap(q, u[1]), default=None)
                             if hit is not None and _overlap(q, hit[1]) >= 0.5:
                                 out.append(Redo(seq, "re-ask", rseq, hit[0], None, q,
@@ -756,8 +792,8 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
                         continue
                     if btype != "tool-call":
                         continue
-                    use = classify_call(str(b.get("name")), b.get("arguments"))
-                    call_id = str(b.get("id"))
+                    use = classify_call(str(name), arguments)
+                    call_id = str(call_id)
                     redo = None
                     if use.kind == "file-read" and use.target:
                         form = path_forms(use.target)[-1]
@@ -785,7 +821,7 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
                             redo = ("repeat-call", hit_seq, use.target)
                     if redo is not None:
                         out.append(Redo(seq, redo[0], rseq, redo[1], use.tool,
-                                        _short(_canonical(b.get("arguments")), 300),
+                                        _short(_canonical(arguments), 300),
                                         redo[2], call_id))
             elif kind == "user/message" and rseq in recorded:
                 if author_from(kind, log.source_of(seq)) != "user":
@@ -835,12 +871,13 @@ def _recorded(log: LogData) -> set[int]:
 
 
 def _inside_brackets(log: LogData) -> set[int]:
-    got = log.cache.get("ledger_inside")
+    got: set[int] | None = log.cache.get("ledger_inside")
     if got is None:
+        replaces = {p.seq for p in log.replaces}
         got = {s for b in brackets(log) for s in range(b.start, b.end + 1)
-               if s not in {p.seq for p in log.replaces}}
+               if s not in replaces}
         log.cache["ledger_inside"] = got
-    return set(got)
+    return got
 
 
 def facts_rows(ledger: Ledger) -> list[dict[str, Any]]:
