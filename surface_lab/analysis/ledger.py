@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -69,6 +69,8 @@ READ_COMMANDS = frozenset({"cat", "head", "tail", "less", "more", "nl", "bat"})
 
 _REDACTED = re.compile(r"\[(?:REDACTED[A-Z_]*[^\]]*|trimmed for fixture|image[^\]]*|"
                        r"encrypted[^\]]*)\]", re.I)
+_PLACEHOLDER_WORDS = ("REDACTED", "redacted", "Redacted", "trimmed", "encrypted", "image",
+                      "Image", "ENCRYPTED")
 _IMAGE = re.compile(r"\{'type': '(?:input_)?image'[^}]*\}")
 _ACK = re.compile(r"(?:ok(?:ay)?|k|thanks?(?: you)?|thx|ty|great|cool|nice|perfect|"
                   r"got it|good|sounds good)[.! ]*", re.I)
@@ -318,8 +320,9 @@ def _classify(name: str, arguments: Any) -> ToolUse:
 
 def is_redacted(text: str) -> bool:
     """Whether all a text says is placeholders (redacted, trimmed, encrypted, an image)."""
-    if not text.strip() or "[" not in text:
-        return False
+    head = text.lstrip()[:1]
+    if head not in ("[", "{") or not any(map(text.__contains__, _PLACEHOLDER_WORDS)):
+        return False  # (a text of placeholders only begins with one)
     rest = _IMAGE.sub("", _REDACTED.sub("", text))
     return not rest.strip(" \n\t.,;:-")
 
@@ -495,10 +498,16 @@ class _Kept:
 
     def __init__(self, texts: list[str], calls: list[str]) -> None:
         self.text = "\n".join(texts)
-        self.low = self.text.lower()
+        self._low: str | None = None
         self.calls = "\n".join(calls)
         self._words: set[str] | None = None
         self._spaced: str | None = None
+
+    @property
+    def low(self) -> str:
+        if self._low is None:
+            self._low = self.text.lower()
+        return self._low
 
     @property
     def spaced(self) -> str:
@@ -663,7 +672,7 @@ def _settled(log: LogData, reader: _Reader) -> Iterator[tuple[Any, _Kept]]:
     importer re-appended kept items)."""
     from .audit import settle_points
 
-    wanted = settle_points(log, brackets(log))
+    wanted = settle_points(log, _brackets(log))
     replaces = {p.seq: p for p in log.replaces}
     entries = log.entries
     texts = log.texts(entries[: bisect_right(entries, max(wanted, default=-1))])
@@ -741,6 +750,7 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
     recorded = _recorded(log)
     types = reader.types
     inside = _inside_brackets(log)
+    actors = log.seqs_of_type("assistant/message", "user/message")
     for i, rseq in enumerate(replaces):
         rows = by_replace.get(rseq, [])
         hidden_texts = texts_by_replace.get(rseq, {})
@@ -777,7 +787,7 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
         end = replaces[i + 1] if i + 1 < len(replaces) else len(types)
         changed: set[str] = set()
         dirty = False  # a file changed since the replace
-        for seq in range(rseq + 1, end):
+        for seq in actors[bisect_right(actors, rseq): bisect_left(actors, end)]:
             if seq in inside:
                 continue
             kind = types[seq]
@@ -859,10 +869,17 @@ def _lost_target(text: str, rows: list[Fact], reads: dict[str, int],
     return facts[-1].seq if facts else None
 
 
+def _brackets(log: LogData) -> list[Any]:
+    got: list[Any] | None = log.cache.get("ledger_brackets")
+    if got is None:
+        got = log.cache["ledger_brackets"] = brackets(log)
+    return got
+
+
 def _recorded(log: LogData) -> set[int]:
     """The replaces that are recorded compactions (inside a compaction bracket or by a
     summary), where a user could notice the loss."""
-    traces = brackets(log)
+    traces = _brackets(log)
     out = set()
     for plan in log.replaces:
         if any(b.start <= plan.seq <= b.end for b in traces):
@@ -874,7 +891,7 @@ def _inside_brackets(log: LogData) -> set[int]:
     got: set[int] | None = log.cache.get("ledger_inside")
     if got is None:
         replaces = {p.seq for p in log.replaces}
-        got = {s for b in brackets(log) for s in range(b.start, b.end + 1)
+        got = {s for b in _brackets(log) for s in range(b.start, b.end + 1)
                if s not in replaces}
         log.cache["ledger_inside"] = got
     return got
