@@ -283,7 +283,6 @@ class TestAudit:
     def test_a_real_compaction_s_tokens_and_cost_are_the_recorded_ones(self, tmp_path: Path
                                                                        ) -> None:
         from surface_lab.analysis.source import load_source
-
         from surface_lab.notebook import compaction_audit
 
         path = _lay_out(tmp_path, MAINS[0])

@@ -17,6 +17,7 @@ from PIL import Image
 from shared_logs import SHARED
 
 from surface_lab import Session, fold_surface, read_log
+from surface_lab.analysis.facts import DEFAULT_RULES
 from surface_lab.cli import main
 from surface_lab.notebook import (
     SCHEMAS,
@@ -36,7 +37,6 @@ from surface_lab.notebook import (
     surface_df,
     visibility_df,
 )
-from surface_lab.analysis.facts import DEFAULT_RULES
 from surface_lab.notebook.audit import SORT_SCRIPT, audit_report
 from surface_lab.notebook.render import step_html
 from surface_lab.notebook.widgets import SurfaceSizeFigure

@@ -26,7 +26,6 @@ from typing import Any
 
 from ..events import message_of
 from ..jsonvalue import loads
-from ..messages import message_text
 from ..surface import apply_plan
 from .brackets import brackets
 from .facts import author_from
@@ -621,10 +620,10 @@ def fact_ledger(source: Any) -> Ledger:
     needed: dict[tuple[int, int], list[int]] = {}
     for r in redos:
         needed.setdefault((r.replace_seq, r.hidden_seq), []).append(r.seq)
-    for fact in facts:
-        got = needed.get((fact.replace_seq, fact.seq))
+    for row in facts:
+        got = needed.get((row.replace_seq, row.seq))
         if got:
-            fact.needed, fact.redo_seqs = True, got
+            row.needed, row.redo_seqs = True, got
     _rank(facts)
     ledger = Ledger(facts, redos, unmeasurable)
     log.cache["fact_ledger"] = ledger
@@ -754,11 +753,13 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
     for i, rseq in enumerate(replaces):
         rows = by_replace.get(rseq, [])
         hidden_texts = texts_by_replace.get(rseq, {})
-        measurable = [t for t in hidden_texts.values() if t.strip() and not is_redacted(t)]
-        unmeasurable[rseq] = bool(hidden_texts) and not measurable
+        # what a re-do could get back: tool results and user messages
+        targets = [t for s, t in hidden_texts.items()
+                   if types[s] in ("tool/result", "user/message") and t.strip()]
+        unmeasurable[rseq] = bool(targets) and all(map(is_redacted, targets))
         if unmeasurable[rseq]:
             continue
-        reads: dict[str, int] = {}  # path form -> hidden result seq
+        reads = _Paths()  # path -> hidden read result seq
         runs: dict[str, int] = {}
         calls: dict[str, int] = {}
         users: list[tuple[int, str]] = []
@@ -771,9 +772,9 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
             if reader.types[f.seq] != "tool/result":
                 continue
             if use.kind == "file-read" and use.target:
-                reads[path_forms(use.target)[-1]] = f.seq
+                reads.put(use.target, f.seq)
             elif use.kind in ("file-edit", "file-create") and use.target:
-                reads.pop(path_forms(use.target)[-1], None)
+                reads.drop(use.target)
             elif use.kind in ("command", "error") and use.tool.lower() in SHELL_TOOLS:
                 runs[normal_command(use.target)] = f.seq
             calls[use.key] = f.seq
@@ -782,10 +783,11 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
         for s in hidden_texts:
             if types[s] == "tool/result" and s not in in_rows:
                 call = reader.call_of(s)
-                if call is not None and call[1].kind == "file-read" and call[1].target:
-                    reads.setdefault(path_forms(call[1].target)[-1], s)
+                if call is not None and call[1].kind == "file-read" and call[1].target \
+                        and reads.get(call[1].target) is None:
+                    reads.put(call[1].target, s)
         end = replaces[i + 1] if i + 1 < len(replaces) else len(types)
-        changed: set[str] = set()
+        changed = _Paths()
         dirty = False  # a file changed since the replace
         for seq in actors[bisect_right(actors, rseq): bisect_left(actors, end)]:
             if seq in inside:
@@ -806,14 +808,12 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
                     call_id = str(call_id)
                     redo = None
                     if use.kind == "file-read" and use.target:
-                        form = path_forms(use.target)[-1]
-                        hit_seq = reads.get(form)
-                        if hit_seq is not None and form not in changed:
+                        hit_seq = reads.get(use.target)
+                        if hit_seq is not None and changed.get(use.target) is None:
                             redo = ("re-read", hit_seq, use.target)
                     elif use.kind in ("file-edit", "file-create"):
                         if use.target:
-                            changed.add(path_forms(use.target)[-1] if path_forms(
-                                use.target) else use.target)
+                            changed.put(use.target, seq)
                         dirty = True
                         continue
                     elif use.kind == "command" and use.tool.lower() in SHELL_TOOLS:
@@ -854,7 +854,47 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
     return out, unmeasurable
 
 
-def _lost_target(text: str, rows: list[Fact], reads: dict[str, int],
+def _parts(path: str) -> tuple[str, ...]:
+    return tuple(p for p in path.strip().strip("'\"").split("/") if p and p != ".")
+
+
+class _Paths:
+    """Paths to seqs, where a relative and an absolute path to one file are one path (the
+    shorter is a tail of the longer, by whole components)."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, list[tuple[tuple[str, ...], int]]] = {}
+
+    def put(self, path: str, seq: int) -> None:
+        parts = _parts(path)
+        if parts:
+            self.drop(path)
+            self.by_name.setdefault(parts[-1], []).append((parts, seq))
+
+    def _match(self, path: str) -> list[tuple[tuple[str, ...], int]]:
+        parts = _parts(path)
+        if not parts:
+            return []
+        return [(p, s) for p, s in self.by_name.get(parts[-1], ())
+                if p[-len(parts):] == parts or parts[-len(p):] == p]
+
+    def get(self, path: str) -> int | None:
+        found = self._match(path)
+        return found[-1][1] if found else None
+
+    def drop(self, path: str) -> None:
+        found = self._match(path)
+        if found:
+            rows = self.by_name[_parts(path)[-1]]
+            rows[:] = [r for r in rows if r not in found]
+
+    def items(self) -> Iterator[tuple[str, int]]:
+        for rows in self.by_name.values():
+            for parts, seq in rows:
+                yield "/".join(parts), seq
+
+
+def _lost_target(text: str, rows: list[Fact], reads: _Paths,
                  users: list[tuple[int, str]]) -> int | None:
     """The hidden item a user's "you lost / forgot ..." is about: a hidden read of a
     file it names, else the hidden user message it overlaps most, else the latest."""

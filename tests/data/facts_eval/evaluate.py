@@ -328,7 +328,7 @@ def markdown(report: Mapping[str, Any]) -> str:
             for name in names:
                 row = report["results"][name][group].get(fig)
                 if row is None or row["value"] is None:
-                    cells.append("–")
+                    cells.append("-")
                     continue
                 interval = ("" if row["low"] is None else
                             f" [{row['low']:.2f}, {row['high']:.2f}]")
