@@ -27,7 +27,7 @@ from typing import Any
 from ..events import message_of
 from ..jsonvalue import loads
 from ..surface import apply_plan
-from .brackets import brackets
+from .brackets import bracket_of, brackets
 from .facts import author_from
 from .source import LogData
 
@@ -669,9 +669,7 @@ _STATEFUL = re.compile(
 def _settled(log: LogData, reader: _Reader) -> Iterator[tuple[Any, _Kept]]:
     """Each replace with the surface once it settled (after its bracket's end when an
     importer re-appended kept items)."""
-    from .audit import settle_points
-
-    wanted = settle_points(log, _brackets(log))
+    wanted = _settle_points(log)
     replaces = {p.seq: p for p in log.replaces}
     entries = log.entries
     texts = log.texts(entries[: bisect_right(entries, max(wanted, default=-1))])
@@ -695,6 +693,20 @@ def _settled(log: LogData, reader: _Reader) -> Iterator[tuple[Any, _Kept]]:
         kept = _Kept([texts.get(n, "") for n in nodes], calls)
         for seq in wanted[point]:
             yield replaces[seq], kept
+
+
+def _settle_points(log: LogData) -> dict[int, list[int]]:
+    """`audit.settle_points`: for each event after which the surface is looked at, the
+    replaces it settles (just after the replace, or after its bracket's end when an
+    importer re-appended kept items)."""
+    traces = _brackets(log)
+    wanted: dict[int, list[int]] = {}
+    last = len(log.types) - 1
+    for plan in log.replaces:
+        bracket = bracket_of(traces, plan.seq)
+        at = bracket.end if bracket is not None and bracket.start < plan.seq else plan.seq
+        wanted.setdefault(min(at, last), []).append(plan.seq)
+    return wanted
 
 
 def _rank(facts: list[Fact]) -> None:

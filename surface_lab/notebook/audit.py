@@ -599,8 +599,8 @@ def _replace_details(log: LogData, row: Mapping[str, Any]) -> str:
            if len(shown) < row["n_at_risk"] else "")
     risk = "; ".join(shown) or "none"
     redos = row.get("redos")
-    redone = ("" if redos is None else " · re-dos unmeasurable" if pd.isna(redos)
-              else f" · {esc(plural(int(redos), 're-do'))}")
+    redone = ("" if redos is None else " · redone n/a (unmeasurable)" if pd.isna(redos)
+              else f" · {int(redos)} redone")
     parts = [
         f'<details class="sl-replace" id="seq-{seq}"><summary>seq {seq} · '
         f"{esc(row['kind'])} {esc(_text(row['compaction_id']))} · hid "
