@@ -49,15 +49,18 @@ TERMS: tuple[Term, ...] = (
     Term("tokens source", "tokens_source", "usage: the figures are the requests' recorded "
                                            "usage; estimate: 4 characters a token of the "
                                            "surface text (no system prompt or tools)."),
-    Term("facts at risk", "n_at_risk", "mentions (paths, URLs, errors, decisions, symbols; "
-                                       "counters, ids and repeated log lines left out) in "
-                                       "the hidden entries that neither the replacement "
-                                       "nor the rest of the surface still shows; the "
-                                       "mentions themselves are `facts_at_risk`."),
-    Term("redone", "lost_evidence", "later actions that show the agent needed what the "
-                                    "replace hid: a repeated call, the same file or "
-                                    "command again, a question asked again "
-                                    "(`lost_evidence_df` lists them)."),
+    Term("facts at risk", "n_at_risk", "hidden entries that carry a fact (a user's "
+                                       "instruction, decision or identifier, a file read, "
+                                       "edited or created, a command and its outcome, an "
+                                       "error), read from the log's structure; redacted or "
+                                       "encrypted entries are unmeasurable, not facts "
+                                       "(`facts_df` lists them, `facts_at_risk` holds the "
+                                       "top 10)."),
+    Term("redone", "redos", "later actions that get back what the replace hid: a re-read "
+                            "of a file whose read was hidden, the same command re-run, the "
+                            "same call repeated, a question asked again, the user "
+                            "re-instructing after a compaction (`redos_df` lists them; "
+                            "n/a when all it hid is redacted)."),
     Term("replays", "recorded_matches", "yes when the entries a compaction recorded as "
                                         "shadowed are exactly the ones the fold removes, NO "
                                         "when they differ, - when nothing was recorded."),

@@ -179,7 +179,7 @@ class TestCostFollowsTheReplaces:
         reports exactly the facts of the definition, on the samples and real logs."""
         log = load_source(source if source.parent == SAMPLES or source in DSH
                           else list(import_any(source).events), progress=False)
-        audit = compaction_audit(log, progress=False)
+        audit = compaction_audit(log, progress=False, rules=DEFAULT_RULES)
         expected = _reference_facts_at_risk(log)
         assert {int(s): list(f) for s, f in zip(audit["seq"], audit["facts_at_risk"],
                                                 strict=True)} == expected
@@ -190,7 +190,7 @@ class TestCostFollowsTheReplaces:
         again: what the memo and the once-templated lines must get right."""
         path, _ = generate_large(tmp_path / "g.jsonl", 20000)
         log = load_source(path, progress=False)
-        audit = compaction_audit(log, progress=False)
+        audit = compaction_audit(log, progress=False, rules=DEFAULT_RULES)
         expected = _reference_facts_at_risk(log)
         assert sum(map(len, expected.values())) > 20
         assert {int(s): list(f) for s, f in zip(audit["seq"], audit["facts_at_risk"],

@@ -205,7 +205,7 @@ class TestVocabulary:
         header = out.splitlines()[0].split()
         html = (tmp_path / "long-compaction-audit.html").read_text()
         words = [label(c) for c in ("n_shadowed", "removed_seqs", "restored_seqs",
-                                    "saved_tokens", "lost_evidence", "recorded_matches")]
+                                    "saved_tokens", "redos", "recorded_matches")]
         for word in words:
             assert word in header and f"<th>{word}</th>" in html
         assert "moved" not in header and "lost_evidence</th>" not in html

@@ -17,6 +17,7 @@ from PIL import Image
 from shared_logs import SHARED
 
 from surface_lab import Session, fold_surface, read_log
+from surface_lab.analysis.facts import DEFAULT_RULES
 from surface_lab.cli import main
 from surface_lab.notebook import (
     SCHEMAS,
@@ -383,7 +384,14 @@ class TestAudit:
                        surface_op={"op": "replace", "start": 0, "end": 0},
                        source_event_seqs=[0])
         [row] = compaction_audit(session).to_dict("records")
-        assert row["facts_at_risk"] == ["https://x.org/a", "line 1234", "handle_request"]
+        # the ledger: the hidden user message is one instruction, whatever its words
+        assert row["facts_at_risk"] == [
+            "instruction: see src/app.py and https://x.org/a at line 1234 in "
+            "handle_request()"]
+        assert row["n_at_risk"] == 1 and row["n_unmeasurable"] == 0
+        # the old lexical rules, kept for comparison
+        [old] = compaction_audit(session, rules=DEFAULT_RULES).to_dict("records")
+        assert old["facts_at_risk"] == ["https://x.org/a", "line 1234", "handle_request"]
 
     def test_extract_facts(self) -> None:
         facts = extract_facts("read logs/build.log, call parseArgs(x), id 4242, v1.2\n"

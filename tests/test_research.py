@@ -48,7 +48,8 @@ class TestLostEvidence:
     def test_the_report_shows_the_count(self, tmp_path: Path) -> None:
         result = audit_report(LONG, tmp_path)
         assert " redone" in result["summary"].splitlines()[0]
-        assert "· 3 redone</summary>" in result["html"].read_text()
+        # the re-dos of the ledger (analysis.ledger): 2 re-reads, 2 re-runs, 2 re-instructs
+        assert "· 6 redone</summary>" in result["html"].read_text()
 
     def test_a_log_without_replaces_gives_an_empty_frame(self) -> None:
         frame = lost_evidence_df(CHAT)

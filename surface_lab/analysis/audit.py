@@ -36,8 +36,8 @@ __all__ = [
 ]
 
 # What the audit adds to the replacement columns, in this order.
-AUDIT_COLUMNS = ("shadowed_type_counts", "facts_at_risk", "n_at_risk", "saved_tokens",
-                 "lost_evidence")
+AUDIT_COLUMNS = ("shadowed_type_counts", "facts_at_risk", "n_at_risk", "n_unmeasurable",
+                 "saved_tokens", "lost_evidence", "redos")
 
 
 def extract_facts(text: str, *, rules: FactRules = DEFAULT_RULES) -> set[str]:
@@ -114,26 +114,46 @@ def lost_evidence_counts(log: LogData) -> Counter[int]:
         log.events, log.plans, texts=log.texts(known), sources=log.sources(known)))
 
 
-def audit_columns(log: LogData, *, rules: FactRules = DEFAULT_RULES, progress: bool = False,
+def audit_columns(log: LogData, *, rules: FactRules | None = None, progress: bool = False,
                   replacements: Mapping[str, list[Any]] | None = None
                   ) -> dict[str, list[Any]]:
     """The audit's own columns (`AUDIT_COLUMNS`), one value a replace in the order of
-    `replacement_columns(log)` (pass those as `replacements` when already computed)."""
+    `replacement_columns(log)` (pass those as `replacements` when already computed).
+
+    The facts come from the ledger built from the log's structure (`fact_ledger`):
+    `facts_at_risk` holds the top-ranked texts (at most `ledger.TOP`), `n_at_risk` the
+    true count, `n_unmeasurable` the hidden items whose content is redacted or encrypted,
+    and `redos` the re-dos after the replace (None where its hidden items are all
+    unmeasurable). With `rules` given, `facts_at_risk` and `n_at_risk` are the old
+    lexical mentions of those rules instead (`DEFAULT_RULES`, `LEGACY_RULES`), for
+    comparison. `lost_evidence` is the old evidence count (`find_lost_evidence`)."""
+    from .ledger import audit_facts, fact_ledger
+
     rep = replacement_columns(log) if replacements is None else replacements
     # many acyclic events and texts: no collection while they are built
-    with step_bar("facts at risk", len(rep["seq"]), progress) as bar, gc_paused():
-        at_risk = facts_at_risk_by_replace(log, rules, bar=bar)
+    with step_bar("facts at risk", 1, progress, unit=" pass") as bar, gc_paused():
+        ledger = fact_ledger(log)
+        bar.update(1)
+    tops, counts, unmeasurable = audit_facts(ledger, rep["seq"])
+    if rules is not None:
+        with gc_paused():
+            at_risk = facts_at_risk_by_replace(log, rules)
+        tops = [at_risk[seq] for seq in rep["seq"]]
+        counts = [len(f) for f in tops]
     with step_bar("evidence of loss", 1, progress, unit=" pass") as bar:
         lost = lost_evidence_counts(log)
         bar.update(1)
-    facts = [at_risk[seq] for seq in rep["seq"]]
+    redos = Counter(r.replace_seq for r in ledger.redos)
     return {
         "shadowed_type_counts": [dict(Counter(types)) for types in rep["shadowed_types"]],
-        "facts_at_risk": facts,
-        "n_at_risk": [len(f) for f in facts],
+        "facts_at_risk": tops,
+        "n_at_risk": counts,
+        "n_unmeasurable": unmeasurable,
         "saved_tokens": [b - a for b, a in zip(rep["tokens_before"], rep["tokens_after"],
                                                strict=True)],
         "lost_evidence": [lost[seq] for seq in rep["seq"]],
+        "redos": [None if ledger.unmeasurable_redos.get(seq) else redos[seq]
+                  for seq in rep["seq"]],
     }
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from ..analysis.source import LogData, load_source
 from .audit import audit_report, compaction_audit, extract_facts, failed_compactions
 from .columns import SCHEMAS, schema_table
+from .facts import facts_df, redos_df
 from .frames import (
     events_df,
     messages_df,
@@ -42,6 +43,7 @@ __all__ = [
     "compare_sessions",
     "events_df",
     "extract_facts",
+    "facts_df",
     "failed_compactions",
     "load_source",
     "lost_evidence_df",
@@ -51,6 +53,7 @@ __all__ = [
     "plot_shadowing",
     "plot_surface_size",
     "plot_visibility",
+    "redos_df",
     "replacements_df",
     "requests_df",
     "schema_table",

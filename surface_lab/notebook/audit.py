@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..analysis.audit import audit_columns, extract_facts, failed_compactions
 from ..analysis.brackets import bracket_of, brackets, prune_record, replacement_columns
-from ..analysis.facts import DEFAULT_RULES, FactRules
+from ..analysis.facts import FactRules
 from ..analysis.source import LogData, load_source, step_bar
 from ..gcpause import gc_paused
 from ..glossary import TERMS, label, plural
@@ -39,15 +39,18 @@ __all__ = [
     "summary_body",
 ]
 
-_COUNTS = ("n_at_risk", "saved_tokens", "lost_evidence")  # the audit's integer columns
+_COUNTS = ("n_at_risk", "n_unmeasurable", "saved_tokens", "lost_evidence")  # integer columns
+_NULLABLE = ("redos",)  # integer columns with NA (unmeasurable)
 
 def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True,
-                     rules: FactRules = DEFAULT_RULES) -> Any:
+                     rules: FactRules | None = None) -> Any:
     """One row per replace: the `replacements_df` columns plus `shadowed_type_counts`,
-    `facts_at_risk` (mentions `rules` find in the shadowed content, noise removed, that
-    neither the replacement nor the rest of the surface just after it shows; best
-    first), `n_at_risk`, `saved_tokens` and `lost_evidence` (how many later actions show
-    the agent needed what this replace hid: `lost_evidence_df`).
+    `facts_at_risk` (the top-ranked facts of the ledger built from the log's structure,
+    `facts_df`, as "kind: text"; at most 10), `n_at_risk` (their true count),
+    `n_unmeasurable` (hidden items redacted or encrypted), `saved_tokens`, `redos` (the
+    re-dos after it, `redos_df`; NA where nothing hidden can be read) and
+    `lost_evidence` (the old evidence rules' count: `lost_evidence_df`). With `rules`
+    (`DEFAULT_RULES`, `LEGACY_RULES`) the facts are those old lexical mentions instead.
     `recorded_matches` is False where a trace's shadowedSeqs disagree with the fold.
     The facts read only the replaces, what they hid and the surface at each replace."""
     log = load_source(source, strict=strict, progress=progress)
@@ -56,8 +59,8 @@ def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True,
     frame = frame_from_columns("replacements", replaced)
     for name, values in audit_columns(log, rules=rules, progress=progress,
                                       replacements=replaced).items():
-        frame[name] = pd.Series(values, dtype="int64" if name in _COUNTS else object,
-                                index=frame.index)
+        dtype = "int64" if name in _COUNTS else "Int64" if name in _NULLABLE else object
+        frame[name] = pd.Series(values, dtype=dtype, index=frame.index)
     _recorded_tokens(log, frame)
     return frame if strict else (frame, log.problems)
 
@@ -147,7 +150,7 @@ def _summary_rows(audit: pd.DataFrame) -> list[str]:
     header = (f"{'seq':>6} {'kind':<10} {'id':<12} {label('n_shadowed'):>4} "
               f"{label('removed_seqs'):>7} {label('restored_seqs'):>8} "
               f"{'tokens before -> after':>22} {label('saved_tokens'):>7} "
-              f"{label('n_at_risk'):>13} {label('lost_evidence'):>6}  "
+              f"{label('n_at_risk'):>13} {label('redos'):>6}  "
               f"{label('recorded_matches')}")
     rows = [header, "-" * len(header)]
     for row in _records(audit):
@@ -156,9 +159,14 @@ def _summary_rows(audit: pd.DataFrame) -> list[str]:
         rows.append(f"{row['seq']:>6} {row['kind']:<10} {_text(row['compaction_id']):<12} "
                     f"{row['n_shadowed']:>4} {len(row['removed_seqs']):>7} "
                     f"{len(row['restored_seqs']):>8} {tokens:>22} {row['saved_tokens']:>7} "
-                    f"{row['n_at_risk']:>13} {row.get('lost_evidence', 0):>6}  "
+                    f"{row['n_at_risk']:>13} {_redos(row):>6}  "
                     f"{_replays(row)}")
     return rows
+
+
+def _redos(row: Mapping[str, Any]) -> str:
+    value = row.get("redos", 0)
+    return "n/a" if value is None or pd.isna(value) else str(int(value))
 
 
 def session_counts(result: Mapping[str, Any]) -> dict[str, int]:
@@ -174,7 +182,7 @@ def session_counts(result: Mapping[str, Any]) -> dict[str, int]:
             "removed": sum(len(r) for r in audit["removed_seqs"]),
             "restored": sum(len(r) for r in audit["restored_seqs"]),
             "saved": total("saved_tokens"), "facts at risk": total("n_at_risk"),
-            "redone": total("lost_evidence"), "failed compactions": len(result["failed"]),
+            "redone": total("redos"), "failed compactions": len(result["failed"]),
             "not replaying": int(audit["recorded_matches"].fillna(True).eq(False).sum()),
             "estimated": int(audit["tokens_source"].ne("usage").sum())
             if "tokens_source" in audit else len(audit)}
@@ -457,7 +465,8 @@ _SHOWN = {"seq", "kind", "compaction_id", "n_shadowed", "removed_seqs", "restore
           "tokens_before", "tokens_after", "saved_tokens", "n_at_risk", "recorded_matches",
           "facts_at_risk", "tokens_source"}
 _HIDDEN = {"type", "start", "end", "shadowed_seqs", "shadowed_types", "chars_before",
-           "chars_after", "plugin", "shadows_replacement", "shadowed_type_counts"}
+           "chars_after", "plugin", "shadows_replacement", "shadowed_type_counts",
+           "lost_evidence"}  # (the old evidence rules' count: in the frame, not the table)
 _CSS = """<style>
 body{margin:24px;font-family:system-ui,sans-serif;max-width:1300px}
 table{border-collapse:collapse;font-size:13px;margin:6px 0 14px 0}
@@ -473,6 +482,7 @@ details.sl-replace>summary{font-weight:600}
 .sl-restored{border-left-color:#56B4E9 !important}
 code{white-space:pre-wrap;word-break:break-word}
 .sl-wide{overflow-x:auto;max-width:100%}
+.sl-beside{display:flex;gap:1em;align-items:flex-start}.sl-beside>div{flex:1;min-width:0}
 .sl-glossary dt{margin-top:4px}.sl-glossary dd{margin-left:18px;color:#444}
 </style>"""
 # Click a header to sort by it (numbers as numbers); no external asset.
@@ -540,12 +550,14 @@ def _replace_table(log: LogData, audit: pd.DataFrame) -> str:
     return _table(header, rows, sortable=True)
 
 
-def _shadowed_card(log: LogData, seq: int, tag: str) -> str:
-    """One hidden entry, collapsed: its first line as the summary, its whole text inside."""
+def _shadowed_card(log: LogData, seq: int, tag: str, replace_seq: int | None = None) -> str:
+    """One hidden entry, collapsed: its first line as the summary, its whole text inside
+    (anchored `seq-<replace>-hid-<seq>` for the facts table's links)."""
     event = log.read(seq)
     text = log.texts([seq])[seq]
     first = text.strip().split("\n", 1)[0] if text.strip() else "(no text)"
-    return (f"<details><summary>{esc(tag)} · seq {seq} · {esc(event['type'])} · "
+    anchor = f' id="seq-{replace_seq}-hid-{seq}"' if replace_seq is not None else ""
+    return (f"<details><summary{anchor}>{esc(tag)} · seq {seq} · {esc(event['type'])} · "
             f"{plural(len(text), 'character')} · <code>{esc(first[:PREVIEW_CHARS])}</code>"
             f"</summary>"
             + message_card(event, tags=(tag,), max_chars=None,
@@ -553,10 +565,42 @@ def _shadowed_card(log: LogData, seq: int, tag: str) -> str:
             + "</details>")
 
 
+def _facts_table(log: LogData, seq: int) -> str:
+    """The facts the replace put at risk (the ledger, best first): kind, text, a link to
+    the hidden entry, kept or not, needed later or not."""
+    from ..analysis.ledger import fact_ledger
+
+    rows = [f for f in fact_ledger(log).by_replace().get(seq, [])]
+    facts = sorted((f for f in rows if f.kind != "unmeasurable"), key=lambda f: f.rank or 0)
+    unmeasurable = len(rows) - len(facts)
+    if not facts:
+        return ("<p>No fact at risk" + (f"; {esc(plural(unmeasurable, 'hidden entry'))} "
+                                         f"unmeasurable (redacted or encrypted)"
+                                         if unmeasurable else "") + ".</p>")
+    body = []
+    for f in facts:
+        needed = (f"yes (seq {', '.join(map(str, f.redo_seqs))})" if f.needed else "no")
+        body.append([_cell(f.rank), _cell(f.kind), _cell(f.text),
+                     f'<td><a href="#seq-{seq}-hid-{f.seq}">seq {f.seq}</a></td>',
+                     f"<td{' class=bad' if f.kept == 'no' else ''}>{esc(f.kept)}</td>",
+                     _cell(needed)])
+    note = (f"<p>{esc(plural(len(facts), 'fact at risk'))}"
+            + (f"; {esc(plural(unmeasurable, 'hidden entry'))} unmeasurable (redacted or "
+               f"encrypted)" if unmeasurable else "") + ".</p>")
+    return note + _wide(_table(["rank", "kind", "fact", "hidden entry", "kept",
+                                "needed later"], body))
+
+
 def _replace_details(log: LogData, row: Mapping[str, Any]) -> str:
     seq = int(row["seq"])
     restored = set(row["restored_seqs"])
-    risk = ", ".join(row["facts_at_risk"]) or "none"
+    shown = list(row["facts_at_risk"])
+    cut = (f" (top {len(shown)} of {row['n_at_risk']})"
+           if len(shown) < row["n_at_risk"] else "")
+    risk = "; ".join(shown) or "none"
+    redos = row.get("redos")
+    redone = ("" if redos is None else " · redone n/a (unmeasurable)" if pd.isna(redos)
+              else f" · {int(redos)} redone")
     parts = [
         f'<details class="sl-replace" id="seq-{seq}"><summary>seq {seq} · '
         f"{esc(row['kind'])} {esc(_text(row['compaction_id']))} · hid "
@@ -565,21 +609,22 @@ def _replace_details(log: LogData, row: Mapping[str, Any]) -> str:
         f"{len(row['removed_seqs'])} removed, {len(restored)} restored)"
         + f" · {esc(row['tokens_before'])} → {esc(row['tokens_after'])} tokens ("
         f"{esc(row.get('tokens_source', 'estimate'))}) · "
-        f"{esc(plural(row['n_at_risk'], 'fact at risk'))}"
-        + (f" · {esc(row['lost_evidence'])} redone" if "lost_evidence" in row else "")
+        f"{esc(plural(row['n_at_risk'], 'fact at risk'))}" + redone
         + "</summary>",
-        f"<p>Recorded decision replays: {esc(_replays(row))}. Facts at risk: "
-        f"<code>{esc(risk)}</code></p><p><b>Replaced by</b></p>",
-        message_card(log.read(seq), tags=("replacement",), max_chars=None)]
+        f"<p>Recorded decision replays: {esc(_replays(row))}. Facts at risk{esc(cut)}: "
+        f"<code>{esc(risk)}</code></p>",
+        _facts_table(log, seq),
+        "<div class='sl-beside'><div><p><b>Replaced by</b></p>",
+        message_card(log.read(seq), tags=("replacement",), max_chars=None), "</div><div>"]
     if not row["shadowed_seqs"]:
         parts.append("<p>It hid nothing.</p>")
     else:
         parts.append(f"<p><b>Hid</b> ({len(row['removed_seqs'])} removed"
                      + (f", {len(restored)} restored: copied back after it" if restored
                         else "") + ")</p>")
-        parts += [_shadowed_card(log, s, "restored" if s in restored else "removed")
+        parts += [_shadowed_card(log, s, "restored" if s in restored else "removed", seq)
                   for s in row["shadowed_seqs"]]
-    parts.append("</details>")
+    parts.append("</div></div></details>")
     return "".join(parts)
 
 

@@ -17,7 +17,11 @@ ROLES = list(event_columns.ROLES)
 OPS = list(event_columns.OPS)
 STATES = ["not yet", "visible", "replacement", "shadowed"]
 KINDS = ["compaction", "prune", "rollback", "replace"]
-EVIDENCE = ["repeated-call", "same-target", "re-asked"]
+EVIDENCE = ["repeated-call", "same-target", "re-asked"]  # the old evidence rules
+REDOS = ["re-read", "re-run", "repeat-call", "re-ask", "re-instruct"]
+FACT_KINDS = ["instruction", "decision", "identifier", "file-read", "file-edit",
+              "file-create", "command", "error", "finding", "other", "unmeasurable"]
+KEPT = ["yes", "partly", "no"]
 USAGE_SOURCES = ["message", "chunk"]
 TOKEN_SOURCES = ["usage", "tokenizer", "estimate"]
 FLOAT = "float64"
@@ -129,6 +133,43 @@ SCHEMAS: dict[str, list[Column]] = {
         Column("detail", TEXT, "what matched: the arguments, the shared target or the "
                                "mention"),
         Column("events_after", INT, "events between the replace and the action"),
+    ],
+    "facts": [
+        Column("replace_seq", INT, "the replace that hid the item"),
+        Column("replace_kind", _cat(KINDS), "its kind, as in replacements_df"),
+        Column("seq", INT, "the hidden item carrying the fact"),
+        Column("kind", _cat(FACT_KINDS), "instruction, decision or identifier (a user "
+                                         "message), file-read, file-edit, file-create, "
+                                         "command or error (a tool use, from its call's "
+                                         "arguments and its result's status), other (an "
+                                         "earlier summary hidden again), or unmeasurable "
+                                         "(redacted or encrypted: never a fact)"),
+        Column("text", TEXT, "the fact in a few words (read <path>, <command> -> outcome, "
+                             "the user's words)"),
+        Column("kept", _cat(KEPT), "whether the surface after the replace keeps it: yes, "
+                                   "partly (the path or command but not the content or "
+                                   "outcome), no; NA when unmeasurable"),
+        Column("needed", BOOL, "a later action re-did it (redos_df)"),
+        Column("redo_seqs", OBJ, "the acting events of those re-dos"),
+        Column("rank", NINT, "its rank within the replace (1 first; NA when "
+                             "unmeasurable)"),
+    ],
+    "redos": [
+        Column("seq", INT, "the acting event (assistant or user message)"),
+        Column("kind", _cat(REDOS), "re-read (a file whose read result was hidden, not "
+                                    "changed since), re-run (the same command), "
+                                    "repeat-call (the same tool and arguments), re-ask "
+                                    "(a question a hidden user message answered), "
+                                    "re-instruct (the user restating a hidden "
+                                    "instruction or saying something was lost, after a "
+                                    "recorded compaction)"),
+        Column("replace_seq", INT, "the replace that hid the item"),
+        Column("replace_kind", _cat(KINDS), "its kind, as in replacements_df"),
+        Column("hidden_seq", INT, "the hidden item it recovers"),
+        Column("tool", TEXT, "the tool called (NA for a message)"),
+        Column("arguments", TEXT, "the call's arguments, or the message"),
+        Column("detail", TEXT, "what matched: the path, the command, the restated text"),
+        Column("call_id", TEXT, "the tool call's id (NA for a message)"),
     ],
     "tokens": [
         Column("seq", INT, "the request's first assistant message (one row per model "

@@ -1,0 +1,972 @@
+"""The facts ledger and the re-dos, built from a log's structure (issue 26 points 1, 2).
+
+A fact at risk is read off what each hidden item *is*, not off words in its text: a user
+message with content is an instruction, decision or identifier; a tool result is a file
+read, edit or creation (the path from its call's arguments) or a command with its outcome
+(the result's error status, its exit code, the error lines of a command's output, never
+of a file's content); redacted or encrypted items are unmeasurable. Each row says whether
+the surface after the replace keeps the fact, whether a later action needed it (a re-do
+linked to it) and its rank.
+
+A re-do is an action after a replace that gets back a hidden item: a re-read of a file
+whose read result was hidden (not an edit of it), the same command re-run, the same call
+repeated, a question asked again, or the user re-instructing after a compaction. See
+`docs/facts.md`. Pandas-free; `notebook.facts_df` is the frame."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from ..events import message_of
+from ..jsonvalue import loads
+from ..surface import apply_plan
+from .brackets import bracket_of, brackets
+from .facts import author_from
+from .source import LogData
+
+__all__ = [
+    "FACT_KINDS",
+    "REDO_KINDS",
+    "Fact",
+    "Ledger",
+    "Redo",
+    "ToolUse",
+    "classify_call",
+    "fact_ledger",
+    "is_redacted",
+]
+
+FACT_KINDS = ("instruction", "decision", "identifier", "file-read", "file-edit",
+              "file-create", "command", "error", "finding", "other")
+REDO_KINDS = ("re-read", "re-run", "repeat-call", "re-ask", "re-instruct")
+
+# Rank weights by kind: what the user said first, then failures, then changes made.
+WEIGHTS = {"instruction": 5.0, "decision": 4.5, "identifier": 4.0, "error": 4.0,
+           "file-edit": 3.5, "file-create": 3.5, "other": 3.0, "command": 2.5,
+           "file-read": 2.0, "finding": 1.5}
+TOP = 10  # facts_at_risk in the audit: the top this many texts
+
+READ_TOOLS = frozenset({"read", "read_file", "view", "notebookread", "open", "view_file",
+                        "cat"})
+EDIT_TOOLS = frozenset({"edit", "multiedit", "notebookedit", "str_replace", "edit_file",
+                        "replace", "insert", "apply_patch", "patch"})
+CREATE_TOOLS = frozenset({"write", "create", "write_file", "create_file"})
+SEARCH_TOOLS = frozenset({"grep", "glob", "search", "find", "ls", "list", "websearch",
+                          "webfetch", "fetch", "find_file", "search_dir", "search_file"})
+SHELL_TOOLS = frozenset({"bash", "shell", "exec_command", "local_shell", "run", "execute",
+                         "terminal", "run_command", "cmd", "execute_bash"})
+PATH_KEYS = ("file_path", "path", "notebook_path", "filePath", "filename", "file")
+ROUTINE = frozenset({"pwd", "cd", "clear", "sleep", "true", "echo", "wait"})
+READ_COMMANDS = frozenset({"cat", "head", "tail", "less", "more", "nl", "bat"})
+
+_REDACTED = re.compile(r"\[(?:REDACTED[A-Z_]*[^\]]*|trimmed for fixture|image[^\]]*|"
+                       r"encrypted[^\]]*)\]", re.I)
+_PLACEHOLDER_WORDS = ("REDACTED", "redacted", "Redacted", "trimmed", "encrypted", "image",
+                      "Image", "ENCRYPTED")
+_IMAGE = re.compile(r"\{'type': '(?:input_)?image'[^}]*\}")
+_ACK = re.compile(r"(?:ok(?:ay)?|k|thanks?(?: you)?|thx|ty|great|cool|nice|perfect|"
+                  r"got it|good|sounds good)[.! ]*", re.I)
+_TRIGGER = re.compile(r"(?:start|continue|go on|second attempt|third attempt|begin|"
+                      r"next|resume)[.! ]*", re.I)
+_DECISION = re.compile(r"(?:yes|no|yep|nope|sure|go ahead|do it|approved?|proceed|"
+                       r"option \w+|\d+|[a-d]|stop|don'?t|cancel)\b", re.I)
+_URL = re.compile(r"https?://[^\s<>\"'`)\]]*[^\s<>\"'`)\].,;:!?]")
+_EXIT = re.compile(r"(?:exit(?:ed)?(?: with)? (?:code|status)|exit_code|returncode|"
+                   r"Process exited with code)[\s:=]*(-?\d+)", re.I)
+_ERROR_LINE = re.compile(
+    r"^(?:Traceback \(most recent call last\)|(?:\w+\.)*\w*(?:Error|Exception)\b.*|"
+    r"error(?:\[\w+\])?:.*|ERROR\b.*|FAILED\b.*|FAIL\b.*|fatal:.*|E\s{2,}.*|"
+    r".*\b[1-9]\d* (?:failed|errors?|failures?)\b.*|.*command not found.*|"
+    r".*No such file or directory.*|.*Permission denied.*)$", re.M)
+_REJECTED = ("The user doesn't want to proceed", "[Request interrupted by user")
+_LOST = re.compile(
+    r"\b(?:you (?:forgot|lost|missed|never (?:read|looked|saw|opened)|didn'?t (?:read|"
+    r"look)|no longer (?:have|know|remember))|(?:as )?I (?:already )?(?:said|told you|"
+    r"mentioned|asked)|remember (?:that|to|the)|again[,:]? (?:I|the|you)|"
+    r"(?:after|since) (?:the )?compact|lost (?:the )?context|read (?:it|the file) "
+    r"(?:whole|fully|in full|again))", re.I)
+_OFFER = re.compile(r"^(?:would you like|want me to|do you want|shall i|should i (?:also|"
+                    r"go ahead)|let me know|anything else|is there anything|can i help)",
+                    re.I)
+_HARNESS = re.compile(r"<(?:command-name|command-message|local-command-stdout|"
+                      r"local-command-caveat|system-reminder)>|Caveat: The messages below")
+_WORD = re.compile(r"[a-z0-9_./-]{4,}")
+_CD = re.compile(r"^\s*cd\s+\S+\s*(?:&&|;)\s*")
+_REDIRECT = re.compile(r"\d?>>?\s*\S+|<\s*\S+|2>&1")
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """What a tool call did, read from its name and arguments."""
+
+    kind: str  # file-read, file-edit, file-create, command, or "" (routine)
+    tool: str
+    target: str  # the path, or the command (normalised), or the call's canonical args
+    detail: str = ""  # a read's range, a command's text
+    key: str = ""  # tool + canonical arguments
+
+
+@dataclass
+class Fact:
+    """One row of the ledger: a hidden item of a replace and the fact it carries."""
+
+    replace_seq: int
+    seq: int
+    kind: str  # a FACT_KINDS name, or "unmeasurable"
+    text: str
+    kept: str | None = None  # yes, partly, no (None when unmeasurable)
+    needed: bool = False
+    redo_seqs: list[int] = field(default_factory=list)
+    rank: int | None = None
+    score: float = 0.0
+
+
+@dataclass(frozen=True)
+class Redo:
+    """One action after a replace that gets back one of its hidden items."""
+
+    seq: int  # the acting event (assistant message or user message)
+    kind: str
+    replace_seq: int
+    hidden_seq: int
+    tool: str | None
+    arguments: str | None
+    detail: str
+    call_id: str | None = None
+
+
+@dataclass
+class Ledger:
+    """The ledger of a log: facts (one per replace and hidden item carrying one, plus
+    the unmeasurable items), the re-dos, and each replace's counts."""
+
+    facts: list[Fact]
+    redos: list[Redo]
+    unmeasurable_redos: dict[int, bool]  # replace seq -> its actions cannot be judged
+
+    def by_replace(self) -> dict[int, list[Fact]]:
+        out: dict[int, list[Fact]] = {}
+        for fact in self.facts:
+            out.setdefault(fact.replace_seq, []).append(fact)
+        return out
+
+
+# ------------------------------------------------------------------ reading calls
+
+
+def _args(arguments: Any) -> Any:
+    if isinstance(arguments, str):
+        try:
+            return loads(arguments)
+        except ValueError:
+            return arguments
+    return arguments
+
+
+def _canonical(arguments: Any) -> str:
+    value = _args(arguments)
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _command_of(args: Any) -> str | None:
+    if isinstance(args, str):
+        return args
+    if not isinstance(args, Mapping):
+        return None
+    for key in ("command", "cmd", "script", "code", "input"):
+        value = args.get(key)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            if len(value) >= 3 and value[1] in ("-lc", "-c"):
+                return str(value[2])
+            return " ".join(value)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def normal_command(command: str) -> str:
+    """A command as compared for re-runs: stripped, a leading `cd X &&` taken off,
+    whitespace collapsed."""
+    command = command.strip()
+    while True:
+        stripped = _CD.sub("", command, count=1)
+        if stripped == command:
+            break
+        command = stripped
+    return " ".join(command.split())
+
+
+def _words(command: str) -> list[str]:
+    try:
+        return shlex.split(command, comments=False, posix=True)
+    except ValueError:
+        return command.split()
+
+
+def _patch_paths(text: str) -> tuple[str, list[str]]:
+    found = re.findall(r"^\*\*\* (Add|Update|Delete) File: (.+)$", text, re.M)
+    kind = "file-create" if found and all(k == "Add" for k, _ in found) else "file-edit"
+    return kind, [p.strip() for _, p in found]
+
+
+def _shell_use(tool: str, command: str, key: str) -> ToolUse:
+    """A shell command: a file read (cat, sed -n, head, ...), an edit (sed -i, a patch),
+    a routine step, or a command."""
+    norm = normal_command(command)
+    if "*** Begin Patch" in command:
+        kind, paths = _patch_paths(command)
+        return ToolUse(kind, tool, paths[0] if paths else norm, ", ".join(paths), key)
+    first = norm.split("&&")[0].split("|")[0].split(";")[0].strip()
+    words = [w for w in _words(_REDIRECT.sub(" ", first))]
+    if not words:
+        return ToolUse("", tool, norm, norm, key)
+    head = words[0].rsplit("/", 1)[-1]
+    files = [w for w in words[1:] if not w.startswith("-")]
+    if head in ROUTINE and "&&" not in norm and "|" not in norm:
+        return ToolUse("", tool, norm, norm, key)
+    if head in READ_COMMANDS and files:
+        return ToolUse("file-read", tool, files[-1], norm, key)
+    if head == "sed" and "-i" not in words and files and len(files) >= 2:
+        return ToolUse("file-read", tool, files[-1], files[0], key)
+    if head == "sed" and any(w.startswith("-i") for w in words) and files:
+        return ToolUse("file-edit", tool, files[-1], norm, key)
+    if head == "str_replace_editor" and len(words) >= 3:
+        sub, path = words[1], words[2]
+        kind = {"view": "file-read", "create": "file-create"}.get(sub, "file-edit")
+        return ToolUse(kind, tool, path, sub, key)
+    if head in ("apply_patch", "applypatch"):
+        kind, paths = _patch_paths(command)
+        return ToolUse(kind, tool, paths[0] if paths else norm, ", ".join(paths), key)
+    return ToolUse("command", tool, norm, norm, key)
+
+
+_CLASSIFIED: dict[tuple[str, str], ToolUse] = {}
+
+
+def classify_call(name: str, arguments: Any) -> ToolUse:
+    """What a tool call did, from its name and arguments alone (Claude Code, Codex, pi,
+    OpenHands, SWE-agent and mini-swe-agent tool names); remembered per distinct name and
+    argument string (at most 2**16)."""
+    if not isinstance(arguments, str):
+        return _classify(str(name), arguments)
+    key = (str(name), arguments)
+    got = _CLASSIFIED.get(key)
+    if got is None:
+        if len(_CLASSIFIED) >= 1 << 16:
+            _CLASSIFIED.clear()
+        got = _CLASSIFIED[key] = _classify(*key)
+    return got
+
+
+def _classify(name: str, arguments: Any) -> ToolUse:
+    tool = str(name)
+    low = tool.lower()
+    args = _args(arguments)
+    key = f"{tool}\x00{_canonical(arguments)}"
+    path = None
+    if isinstance(args, Mapping):
+        path = next((str(args[k]) for k in PATH_KEYS if isinstance(args.get(k), str)
+                     and args.get(k)), None)
+    if low == "str_replace_editor" and isinstance(args, Mapping):
+        sub = str(args.get("command", ""))
+        kind = {"view": "file-read", "create": "file-create"}.get(sub, "file-edit")
+        return ToolUse(kind, tool, path or "", sub, key)
+    if low in READ_TOOLS and path:
+        rng = ""
+        if isinstance(args, Mapping) and (args.get("offset") or args.get("limit")):
+            rng = f"offset {args.get('offset', 0)}, limit {args.get('limit', '')}".strip()
+        if isinstance(args, Mapping) and args.get("view_range"):
+            rng = f"lines {args.get('view_range')}"
+        return ToolUse("file-read", tool, path, rng, key)
+    if low in EDIT_TOOLS:
+        if path:
+            return ToolUse("file-edit", tool, path, "", key)
+        command = _command_of(args)
+        if command:
+            kind, paths = _patch_paths(command)
+            return ToolUse(kind, tool, paths[0] if paths else "", ", ".join(paths), key)
+        return ToolUse("file-edit", tool, "", "", key)
+    if low in CREATE_TOOLS and path:
+        return ToolUse("file-create", tool, path, "", key)
+    if low in SHELL_TOOLS or (low not in SEARCH_TOOLS and _command_of(args) is not None
+                              and isinstance(args, Mapping) and "command" in args):
+        command = _command_of(args)
+        if command:
+            return _shell_use(tool, command, key)
+    if isinstance(args, Mapping):
+        what = next((str(args[k]) for k in ("pattern", "query", "url", "prompt")
+                     if isinstance(args.get(k), str)), None)
+        target = " ".join(x for x in (what, path) if x) or _canonical(arguments)
+    else:
+        target = _canonical(arguments)
+    return ToolUse("command", tool, target, target, key)
+
+
+# ------------------------------------------------------------------- helpers
+
+
+def is_redacted(text: str) -> bool:
+    """Whether all a text says is placeholders (redacted, trimmed, encrypted, an image)."""
+    head = text.lstrip()[:1]
+    if head not in ("[", "{") or not any(map(text.__contains__, _PLACEHOLDER_WORDS)):
+        return False  # (a text of placeholders only begins with one)
+    rest = _IMAGE.sub("", _REDACTED.sub("", text))
+    return not rest.strip(" \n\t.,;:-")
+
+
+def _exit_code(text: str) -> int | None:
+    m = _EXIT.search(text[:400]) or _EXIT.search(text[-400:])
+    return int(m.group(1)) if m else None
+
+
+def error_line(text: str) -> str | None:
+    """The first error line of a command's output (never called on a file's content)."""
+    m = _ERROR_LINE.search(text)
+    return m.group(0).strip()[:200] if m else None
+
+
+def _short(text: str, n: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def path_forms(path: str) -> list[str]:
+    """The forms of a path looked for on the surface: the path itself and its tails of
+    at least two components (an absolute and a relative path to one file are one path)."""
+    path = path.strip().strip("'\"")
+    parts = [p for p in path.split("/") if p and p != "."]
+    if not parts:
+        return []
+    forms = {path, "/".join(parts)}
+    for i in range(1, max(len(parts) - 1, 1)):
+        forms.add("/".join(parts[i:]))
+    return sorted((f for f in forms if f), key=len)
+
+
+def _blocks(event: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    message = message_of(event)
+    content = message.get("content") if isinstance(message, Mapping) else None
+    return [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+
+
+def _is_error_result(event: Mapping[str, Any]) -> bool:
+    data = event.get("data")
+    if isinstance(data, Mapping) and data.get("error"):
+        return True
+    return any(b.get("isError") for b in _blocks(event))
+
+
+def _call_id(event: Mapping[str, Any]) -> str | None:
+    message = message_of(event)
+    source = message.get("source") if isinstance(message, Mapping) else None
+    call_id = source.get("callId") if isinstance(source, Mapping) else None
+    if call_id is None:
+        call_id = next((b.get("toolCallId") for b in _blocks(event)
+                        if b.get("toolCallId") is not None), None)
+    return None if call_id is None else str(call_id)
+
+
+# ------------------------------------------------------------------ the ledger
+
+
+class _Reader:
+    """A log's events read on demand; the assistant messages' tool calls and text blocks
+    decoded once, in one typed pass (`evidence._entries`, as the evidence walk reads
+    them)."""
+
+    def __init__(self, log: LogData) -> None:
+        from ..surface import PlanList
+        from .evidence import _entries
+
+        self.log = log
+        self.events: dict[int, Mapping[str, Any]] = {}
+        self.types = log.types
+        self.replace_seqs = {p.seq for p in log.replaces}
+        plans = log.plans if isinstance(log.plans, PlanList) else PlanList.of(log.plans)
+        asked = [s for s in log.entries if self.types[s] == "assistant/message"]
+        # seq -> ((kind, name or text, arguments, call id), ...) of an assistant message
+        self.acts: dict[int, tuple[Any, ...]] = {
+            s: e.acts for s, e in zip(asked, _entries(log.events, plans, asked, {}, {}),
+                                      strict=True)}
+        self.calls: dict[str, tuple[int, str, Any]] = {}  # call id -> (seq, name, args)
+        for s, acts in self.acts.items():
+            for kind, name, arguments, call_id in acts:
+                if kind == "tool-call":
+                    self.calls[str(call_id)] = (s, name, arguments)
+
+    def event(self, seq: int) -> Mapping[str, Any]:
+        event = self.events.get(seq)
+        if event is None:
+            event = self.events[seq] = self.log.read(seq)
+        return event
+
+    def call_id(self, result_seq: int) -> str | None:
+        source = self.log.source_of(result_seq)
+        call_id = source.get("callId") if isinstance(source, Mapping) else None
+        if call_id is None:
+            return _call_id(self.event(result_seq))
+        return str(call_id)
+
+    def call_of(self, result_seq: int) -> tuple[int, ToolUse] | None:
+        call_id = self.call_id(result_seq)
+        found = self.calls.get(call_id) if call_id is not None else None
+        if found is None:
+            return None
+        return found[0], classify_call(found[1], found[2])
+
+    def tool_calls(self, seq: int) -> list[tuple[str, Any, str]]:
+        """(name, arguments, call id) of an assistant message's tool calls."""
+        return [(name, arguments, str(call_id)) for kind, name, arguments, call_id
+                in self.acts.get(seq, ()) if kind == "tool-call"]
+
+    def text_blocks(self, seq: int) -> list[str]:
+        return [name for kind, name, _, _ in self.acts.get(seq, ()) if kind == "text"]
+
+
+def _user_fact(text: str, after_question: bool) -> tuple[str, str] | None:
+    """(kind, text) of a user message, or None when it carries no fact."""
+    body = text.strip()
+    if not body or _ACK.fullmatch(body) or _TRIGGER.fullmatch(body):
+        return None
+    if body.startswith("<task-notification>"):  # a background task's outcome: tool output
+        failed = re.search(r"<status>\s*(?:failed|error|killed)", body, re.I)
+        summary = re.search(r"<summary>(.*?)</summary>", body, re.S)
+        what = _short(summary.group(1) if summary else body, 120)
+        return ("error" if failed else "command"), what
+    if _HARNESS.match(body):
+        return None
+    if any(body.startswith(r) for r in _REJECTED):
+        return "decision", _short(body)
+    urls = _URL.findall(body)
+    if urls and len(_URL.sub("", body).split()) <= 3:
+        return "identifier", urls[0]
+    if len(body) <= 60 and (after_question or _DECISION.match(body)):
+        return "decision", _short(body)
+    return "instruction", _short(body)
+
+
+def _result_fact(reader: _Reader, seq: int, text: str) -> tuple[str, str, ToolUse | None]:
+    """(kind, text, use) of a tool result; kind "" when it carries no fact."""
+    call = reader.call_of(seq)
+    use = call[1] if call is not None else None
+    event = reader.event(seq)
+    failed = _is_error_result(event)
+    if any(text.lstrip().startswith(r) for r in _REJECTED):
+        return "decision", _short(text), use
+    if use is None:
+        line = error_line(text) if failed else None
+        return ("error" if failed else "command", _short(line or text, 120), None)
+    if use.kind == "":
+        return "", "", use
+    label = use.target or use.tool
+    if use.kind == "file-read":
+        if failed:
+            return "error", f"read {label}: {_short(text, 100)}", use
+        rng = f" ({use.detail})" if use.detail and use.tool.lower() != "bash" else ""
+        return "file-read", f"read {label}{rng}", use
+    if use.kind in ("file-edit", "file-create"):
+        if failed:
+            return "error", f"{label}: {_short(text, 100)}", use
+        verb = "created" if use.kind == "file-create" else "edited"
+        return use.kind, f"{verb} {label}", use
+    code = _exit_code(text)
+    line = error_line(text) if (failed or code not in (None, 0) or len(text) < 20000) else None
+    if failed or (code is not None and code != 0):
+        return "error", f"{_short(label, 100)}: {line or _short(text, 80)}", use
+    if line and re.search(r"\b[1-9]\d* (?:failed|errors?|failures?)\b|Traceback|FAILED|"
+                          r"^E\s{2,}|fatal:", line, re.M):
+        return "error", f"{_short(label, 100)}: {line}", use
+    outcome = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return "command", f"{_short(label, 100)} -> {_short(outcome, 80)}", use
+
+
+class _Kept:
+    """The surface after a replace: its texts and, apart, the arguments of its calls."""
+
+    def __init__(self, texts: list[str], calls: list[str]) -> None:
+        self.text = "\n".join(texts)
+        self._low: str | None = None
+        self.calls = "\n".join(calls)
+        self._words: set[str] | None = None
+        self._spaced: str | None = None
+
+    @property
+    def low(self) -> str:
+        if self._low is None:
+            self._low = self.text.lower()
+        return self._low
+
+    @property
+    def spaced(self) -> str:
+        """The lowered text with its whitespace runs as one space."""
+        if self._spaced is None:
+            self._spaced = " ".join(self.low.split())
+        return self._spaced
+
+    @property
+    def words(self) -> set[str]:
+        if self._words is None:
+            self._words = set(_WORD.findall(self.low))
+        return self._words
+
+    def path(self, path: str) -> str:
+        forms = path_forms(path)
+        if any(f in self.text for f in forms):
+            return "yes"
+        if any(f in self.calls for f in forms):
+            return "partly"
+        return "no"
+
+    def said(self, text: str) -> str:
+        low = " ".join(text.lower().split())
+        if low and low[:200] in self.spaced:
+            return "yes"
+        words = set(_WORD.findall(low))
+        if not words:
+            return "no"
+        share = len(words & self.words) / len(words)
+        return "yes" if share >= 0.8 else "partly" if share >= 0.4 else "no"
+
+
+def _kept(kind: str, use: ToolUse | None, text: str, kept: _Kept) -> str:
+    if kind in ("instruction", "decision", "other", "finding"):
+        return kept.said(text)
+    if kind == "identifier":
+        return "yes" if text in kept.text else "no"
+    if use is None:
+        return kept.said(text)
+    if use.kind in ("file-read", "file-edit", "file-create"):
+        return kept.path(use.target) if use.target else "no"
+    command = use.target
+    if command and command[:120] in kept.text:
+        outcome = text.split(" -> ", 1)[-1] if " -> " in text else text.split(": ", 1)[-1]
+        return "yes" if outcome and outcome[:60] in kept.text else "partly"
+    if command and command[:120] in kept.calls:
+        return "partly"
+    return "no"
+
+
+def fact_ledger(source: Any) -> Ledger:
+    """The facts ledger and re-dos of a log (a `LogData` or anything `load_source` takes)."""
+    from .source import load_source
+
+    log = source if isinstance(source, LogData) else load_source(source, progress=False)
+    cached = log.cache.get("fact_ledger")
+    if isinstance(cached, Ledger):
+        return cached
+    reader = _Reader(log)
+    facts: list[Fact] = []
+    uses: dict[tuple[int, int], ToolUse] = {}
+    texts_by_replace: dict[int, dict[int, str]] = {}
+    for plan, kept in _settled(log, reader):
+        hidden = list(plan.shadowed)
+        known = log.texts(hidden)  # (the log's whole cache: take the hidden ones)
+        texts = {h: known.get(h, "") for h in hidden}
+        texts_by_replace[plan.seq] = texts
+        answered = {c for c in (reader.call_id(h) for h in hidden
+                                if reader.types[h] == "tool/result") if c is not None}
+        seen_keys: set[str] = set()
+        prev_question = False
+        rows: list[Fact] = []
+        for s in hidden:
+            kind_of = reader.types[s]
+            text = texts.get(s, "")
+            if kind_of == "assistant/message":
+                row = _assistant_fact(reader, plan.seq, s, answered, kept, uses)
+                prev_question = "?" in text[-300:]
+                if row is not None:
+                    rows.append(row)
+                continue
+            if is_redacted(text):
+                rows.append(Fact(plan.seq, s, "unmeasurable", _short(text, 80)))
+                continue
+            if kind_of == "tool/result":
+                kind, fact, use = _result_fact(reader, s, text)
+                if use is not None and kind not in ("", "error"):
+                    if use.key in seen_keys:
+                        continue
+                    seen_keys.add(use.key)
+                if kind:
+                    rows.append(Fact(plan.seq, s, kind, fact, _kept(kind, use, fact, kept)))
+                    if use is not None:
+                        uses[(plan.seq, s)] = use
+            elif kind_of == "user/message":
+                author = author_from(kind_of, log.source_of(s))
+                if s in reader.replace_seqs or author == "summary":
+                    if text.strip():
+                        rows.append(Fact(plan.seq, s, "other", _short(text),
+                                         kept.said(text[:400])))
+                    continue
+                found = _user_fact(text, prev_question)
+                if found is not None:
+                    rows.append(Fact(plan.seq, s, found[0], found[1],
+                                     _kept(found[0], None, found[1], kept)))
+            elif s in reader.replace_seqs and text.strip():
+                rows.append(Fact(plan.seq, s, "other", _short(text), kept.said(text[:400])))
+        facts.extend(rows)
+    redos, unmeasurable = _find_redos(log, reader, facts, uses, texts_by_replace)
+    needed: dict[tuple[int, int], list[int]] = {}
+    for r in redos:
+        needed.setdefault((r.replace_seq, r.hidden_seq), []).append(r.seq)
+    for row in facts:
+        got = needed.get((row.replace_seq, row.seq))
+        if got:
+            row.needed, row.redo_seqs = True, got
+    _rank(facts)
+    ledger = Ledger(facts, redos, unmeasurable)
+    log.cache["fact_ledger"] = ledger
+    return ledger
+
+
+def _assistant_fact(reader: _Reader, replace_seq: int, seq: int, answered: set[str],
+                    kept: _Kept, uses: dict[tuple[int, int], ToolUse]) -> Fact | None:
+    """A hidden assistant message carries a fact only through a call whose result is not
+    hidden with it (or has none) and that did something by itself (read, edit, create,
+    a state change); a message of encrypted reasoning alone is unmeasurable."""
+    calls = reader.tool_calls(seq)
+    if not calls and not any(t.strip() for t in reader.text_blocks(seq)):
+        blocks = _blocks(reader.event(seq))
+        if blocks and all(b.get("type") == "reasoning" for b in blocks) and all(
+                not str(b.get("text", "")).strip() or is_redacted(str(b.get("text", "")))
+                for b in blocks) and any(b.get("encrypted") or b.get("signature")
+                                         or is_redacted(str(b.get("text", "")))
+                                         for b in blocks):
+            return Fact(replace_seq, seq, "unmeasurable", "encrypted reasoning")
+        return None
+    for name, arguments, call_id in calls:
+        if call_id in answered:
+            continue
+        use = classify_call(name, arguments)
+        if use.kind in ("file-read", "file-edit", "file-create") and use.target:
+            verb = {"file-read": "read", "file-edit": "edited", "file-create": "created"}
+            text = f"{verb[use.kind]} {use.target}"
+            uses[(replace_seq, seq)] = use
+            return Fact(replace_seq, seq, use.kind, text, _kept(use.kind, use, text, kept))
+        if use.kind == "command" and _STATEFUL.match(use.target):
+            uses[(replace_seq, seq)] = use
+            return Fact(replace_seq, seq, "command", f"{_short(use.target, 100)}",
+                        _kept("command", use, use.target, kept))
+    return None
+
+
+_STATEFUL = re.compile(
+    r"(?:git (?:commit|push|merge|rebase|reset|checkout|tag)|pip install|npm (?:install|i)"
+    r"|pnpm (?:add|install)|uv (?:add|pip)|cargo add|rm |mv |mkdir |alembic|make install)")
+
+
+def _settled(log: LogData, reader: _Reader) -> Iterator[tuple[Any, _Kept]]:
+    """Each replace with the surface once it settled (after its bracket's end when an
+    importer re-appended kept items)."""
+    wanted = _settle_points(log)
+    replaces = {p.seq: p for p in log.replaces}
+    entries = log.entries
+    texts = log.texts(entries[: bisect_right(entries, max(wanted, default=-1))])
+    call_args: dict[int, str] = {}
+
+    def calls_of(seq: int) -> str:
+        got = call_args.get(seq)
+        if got is None:
+            got = call_args[seq] = "\n".join(
+                f"{name} {arguments}" for name, arguments, _ in reader.tool_calls(seq))
+        return got
+
+    nodes: list[int] = []
+    done = 0
+    for point in sorted(wanted):
+        stop = bisect_right(entries, point)
+        for seq in entries[done:stop]:
+            nodes = apply_plan(nodes, log.plans[seq])
+        done = stop
+        calls = [calls_of(n) for n in nodes if reader.types[n] == "assistant/message"]
+        kept = _Kept([texts.get(n, "") for n in nodes], calls)
+        for seq in wanted[point]:
+            yield replaces[seq], kept
+
+
+def _settle_points(log: LogData) -> dict[int, list[int]]:
+    """`audit.settle_points`: for each event after which the surface is looked at, the
+    replaces it settles (just after the replace, or after its bracket's end when an
+    importer re-appended kept items)."""
+    traces = _brackets(log)
+    wanted: dict[int, list[int]] = {}
+    last = len(log.types) - 1
+    for plan in log.replaces:
+        bracket = bracket_of(traces, plan.seq)
+        at = bracket.end if bracket is not None and bracket.start < plan.seq else plan.seq
+        wanted.setdefault(min(at, last), []).append(plan.seq)
+    return wanted
+
+
+def _rank(facts: list[Fact]) -> None:
+    by: dict[int, list[Fact]] = {}
+    for f in facts:
+        if f.kind == "unmeasurable":
+            continue
+        f.score = (WEIGHTS.get(f.kind, 1.0) + (2.0 if f.needed else 0.0)
+                   + {"no": 0.6, "partly": 0.3}.get(f.kept or "", 0.0))
+        by.setdefault(f.replace_seq, []).append(f)
+    for rows in by.values():
+        n = len(rows)
+        for i, f in enumerate(rows):  # later items a little first: nearer the present
+            f.score += 0.5 * i / max(n, 1)
+        for rank, f in enumerate(sorted(rows, key=lambda r: -r.score), start=1):
+            f.rank = rank
+
+
+# -------------------------------------------------------------------- re-dos
+
+
+def _questions(text: str) -> list[str]:
+    out = []
+    for part in re.split(r"(?<=[?])\s+|\n", text):
+        part = part.strip()
+        if part.endswith("?") and len(part) > 8 and not _OFFER.match(part):
+            out.append(part)
+    return out
+
+
+def _overlap(a: str, b: str) -> float:
+    """The share of `a`'s words (4 characters or more) that `b` holds."""
+    wa, wb = _word_set(a), _word_set(b)
+    return len(wa & wb) / len(wa) if wa else 0.0
+
+
+@lru_cache(maxsize=1 << 14)
+def _word_set(text: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(text.lower()))
+
+
+def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
+                uses: dict[tuple[int, int], ToolUse], texts_by_replace: dict[int, dict[int, str]]
+                ) -> tuple[list[Redo], dict[int, bool]]:
+    """The re-dos after each replace, up to the next replace."""
+    out: list[Redo] = []
+    unmeasurable: dict[int, bool] = {}
+    by_replace: dict[int, list[Fact]] = {}
+    for f in facts:
+        by_replace.setdefault(f.replace_seq, []).append(f)
+    replaces = sorted(p.seq for p in log.replaces)
+    recorded = _recorded(log)
+    types = reader.types
+    inside = _inside_brackets(log)
+    actors = log.seqs_of_type("assistant/message", "user/message")
+    for i, rseq in enumerate(replaces):
+        rows = by_replace.get(rseq, [])
+        hidden_texts = texts_by_replace.get(rseq, {})
+        # what a re-do could get back: tool results and user messages
+        targets = [t for s, t in hidden_texts.items()
+                   if types[s] in ("tool/result", "user/message") and t.strip()]
+        unmeasurable[rseq] = bool(targets) and all(map(is_redacted, targets))
+        if unmeasurable[rseq]:
+            continue
+        reads = _Paths()  # path -> hidden read result seq
+        runs: dict[str, int] = {}
+        calls: dict[str, int] = {}
+        users: list[tuple[int, str]] = []
+        for f in rows:
+            use = uses.get((rseq, f.seq))
+            if use is None:
+                if f.kind in ("instruction", "decision", "identifier"):
+                    users.append((f.seq, hidden_texts.get(f.seq, f.text)))
+                continue
+            if reader.types[f.seq] != "tool/result":
+                continue
+            if use.kind == "file-read" and use.target:
+                reads.put(use.target, f.seq)
+            elif use.kind in ("file-edit", "file-create") and use.target:
+                reads.drop(use.target)
+            elif use.kind in ("command", "error") and use.tool.lower() in SHELL_TOOLS:
+                runs[normal_command(use.target)] = f.seq
+            calls[use.key] = f.seq
+        # hidden reads of duplicate calls still count for a re-read
+        in_rows = {f.seq for f in rows}
+        for s in hidden_texts:
+            if types[s] == "tool/result" and s not in in_rows:
+                call = reader.call_of(s)
+                if call is not None and call[1].kind == "file-read" and call[1].target \
+                        and reads.get(call[1].target) is None:
+                    reads.put(call[1].target, s)
+        end = replaces[i + 1] if i + 1 < len(replaces) else len(types)
+        changed = _Paths()
+        dirty = False  # a file changed since the replace
+        for seq in actors[bisect_right(actors, rseq): bisect_left(actors, end)]:
+            if seq in inside:
+                continue
+            kind = types[seq]
+            if kind == "assistant/message":
+                for btype, name, arguments, call_id in reader.acts.get(seq, ()):
+                    if btype == "text":
+                        for q in _questions(str(name)):
+                            hit = max(users, key=lambda u: _overlap(q, u[1]), default=None)
+                            if hit is not None and _overlap(q, hit[1]) >= 0.5:
+                                out.append(Redo(seq, "re-ask", rseq, hit[0], None, q,
+                                                _short(hit[1], 80)))
+                        continue
+                    if btype != "tool-call":
+                        continue
+                    use = classify_call(str(name), arguments)
+                    call_id = str(call_id)
+                    redo = None
+                    if use.kind == "file-read" and use.target:
+                        hit_seq = reads.get(use.target)
+                        if hit_seq is not None and changed.get(use.target) is None:
+                            redo = ("re-read", hit_seq, use.target)
+                    elif use.kind in ("file-edit", "file-create"):
+                        if use.target:
+                            changed.put(use.target, seq)
+                        dirty = True
+                        continue
+                    elif use.kind == "command" and use.tool.lower() in SHELL_TOOLS:
+                        hit_seq = runs.get(normal_command(use.target))
+                        if hit_seq is None:  # one part of a hidden compound command
+                            hit_seq = next((s for c, s in runs.items() if "&&" in c
+                                            and normal_command(use.target) in
+                                            [p.strip() for p in c.split("&&")]), None)
+                        if hit_seq is not None and not dirty:
+                            redo = ("re-run", hit_seq, use.target)
+                    if redo is None and use.kind == "command" and \
+                            use.tool.lower() not in SHELL_TOOLS:
+                        hit_seq = calls.get(use.key)
+                        if hit_seq is not None:
+                            redo = ("repeat-call", hit_seq, use.target)
+                    if redo is not None:
+                        out.append(Redo(seq, redo[0], rseq, redo[1], use.tool,
+                                        _short(_canonical(arguments), 300),
+                                        redo[2], call_id))
+            elif kind == "user/message" and rseq in recorded:
+                if author_from(kind, log.source_of(seq)) != "user":
+                    continue
+                text = log.texts([seq]).get(seq, "")
+                body = text.lstrip()
+                if not body or body.startswith(_REJECTED) or body.startswith(
+                        "<task-notification>") or _HARNESS.match(body):
+                    continue
+                hit = max(users, key=lambda u: _overlap(text, u[1]), default=None)
+                if hit is not None and _overlap(text, hit[1]) >= 0.6 and len(
+                        _WORD.findall(text.lower())) >= 3:
+                    out.append(Redo(seq, "re-instruct", rseq, hit[0], None, _short(text),
+                                    "restates a hidden instruction"))
+                elif _LOST.search(text):
+                    target = _lost_target(text, rows, reads, users)
+                    if target is not None:
+                        out.append(Redo(seq, "re-instruct", rseq, target, None, _short(text),
+                                        "says something was lost or forgotten"))
+    return out, unmeasurable
+
+
+def _parts(path: str) -> tuple[str, ...]:
+    return tuple(p for p in path.strip().strip("'\"").split("/") if p and p != ".")
+
+
+class _Paths:
+    """Paths to seqs, where a relative and an absolute path to one file are one path (the
+    shorter is a tail of the longer, by whole components)."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, list[tuple[tuple[str, ...], int]]] = {}
+
+    def put(self, path: str, seq: int) -> None:
+        parts = _parts(path)
+        if parts:
+            self.drop(path)
+            self.by_name.setdefault(parts[-1], []).append((parts, seq))
+
+    def _match(self, path: str) -> list[tuple[tuple[str, ...], int]]:
+        parts = _parts(path)
+        if not parts:
+            return []
+        return [(p, s) for p, s in self.by_name.get(parts[-1], ())
+                if p[-len(parts):] == parts or parts[-len(p):] == p]
+
+    def get(self, path: str) -> int | None:
+        found = self._match(path)
+        return found[-1][1] if found else None
+
+    def drop(self, path: str) -> None:
+        found = self._match(path)
+        if found:
+            rows = self.by_name[_parts(path)[-1]]
+            rows[:] = [r for r in rows if r not in found]
+
+    def items(self) -> Iterator[tuple[str, int]]:
+        for rows in self.by_name.values():
+            for parts, seq in rows:
+                yield "/".join(parts), seq
+
+
+def _lost_target(text: str, rows: list[Fact], reads: _Paths,
+                 users: list[tuple[int, str]]) -> int | None:
+    """The hidden item a user's "you lost / forgot ..." is about: a hidden read of a
+    file it names, else the hidden user message it overlaps most, else the latest."""
+    for form, seq in reads.items():
+        base = form.rsplit("/", 1)[-1]
+        if base and base in text:
+            return seq
+    if users:
+        best = max(users, key=lambda u: _overlap(text, u[1]))
+        return best[0]
+    facts = [f for f in rows if f.kind != "unmeasurable"]
+    return facts[-1].seq if facts else None
+
+
+def _brackets(log: LogData) -> list[Any]:
+    got: list[Any] | None = log.cache.get("ledger_brackets")
+    if got is None:
+        got = log.cache["ledger_brackets"] = brackets(log)
+    return got
+
+
+def _recorded(log: LogData) -> set[int]:
+    """The replaces that are recorded compactions (inside a compaction bracket or by a
+    summary), where a user could notice the loss."""
+    traces = _brackets(log)
+    out = set()
+    for plan in log.replaces:
+        if any(b.start <= plan.seq <= b.end for b in traces):
+            out.add(plan.seq)
+    return out
+
+
+def _inside_brackets(log: LogData) -> set[int]:
+    got: set[int] | None = log.cache.get("ledger_inside")
+    if got is None:
+        replaces = {p.seq for p in log.replaces}
+        got = {s for b in _brackets(log) for s in range(b.start, b.end + 1)
+               if s not in replaces}
+        log.cache["ledger_inside"] = got
+    return got
+
+
+def facts_rows(ledger: Ledger) -> list[dict[str, Any]]:
+    """The ledger as rows (for `notebook.facts_df`)."""
+    return [{"replace_seq": f.replace_seq, "seq": f.seq, "kind": f.kind, "text": f.text,
+             "kept": f.kept, "needed": f.needed, "redo_seqs": list(f.redo_seqs),
+             "rank": f.rank} for f in ledger.facts]
+
+
+def audit_facts(ledger: Ledger, replace_seqs: Sequence[int]
+                ) -> tuple[list[list[str]], list[int], list[int]]:
+    """(facts_at_risk: the top-ranked texts, n_at_risk: the true count, n_unmeasurable)
+    of each replace, in this order."""
+    by = ledger.by_replace()
+    tops, counts, unmeasurable = [], [], []
+    for seq in replace_seqs:
+        rows = by.get(seq, [])
+        facts = sorted((f for f in rows if f.kind != "unmeasurable"),
+                       key=lambda f: f.rank or 0)
+        tops.append([f"{f.kind}: {f.text}" for f in facts[:TOP]])
+        counts.append(len(facts))
+        unmeasurable.append(sum(f.kind == "unmeasurable" for f in rows))
+    return tops, counts, unmeasurable

@@ -1,0 +1,285 @@
+"""The facts ledger and the re-dos built from a log's structure (issue 26 points 1, 2, 4):
+hand-built cases of each rule of the definition (tests/data/facts_eval/GUIDELINES.md), and
+what must hold on the shared real logs."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from shared_logs import require_shared
+
+from surface_lab.analysis.ledger import classify_call, fact_ledger, is_redacted, path_forms
+from surface_lab.importers import import_any
+from surface_lab.notebook import compaction_audit, facts_df, redos_df
+
+CC = "agent_logs/claude_code/marot__spotter__test_fixtures_transcripts_"
+CC1 = CC + "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
+CC2 = CC + "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
+CODEX = ("real_logs/other/"
+         "jazzyalex__agent-sessions__Resources_Fixtures_stage0_agents_codex_small.jsonl")
+
+
+# ------------------------------------------------------------- a log by hand
+
+
+class _Log:
+    """A small valid log: user and assistant messages, tool calls and their results, and
+    a compaction summary replacing a run."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.calls = 0
+
+    def _add(self, kind: str, data: dict[str, Any], op: Any = "append") -> int:
+        seq = len(self.events)
+        event = {"type": kind, "seq": seq, "time": seq, "data": data}
+        if op is not None:
+            event["surfaceOp"] = op
+        self.events.append(event)
+        return seq
+
+    def user(self, text: str) -> int:
+        return self._add("user/message", {"id": f"u{len(self.events)}", "role": "user",
+                                          "source": {"kind": "user"},
+                                          "content": [{"type": "text", "text": text}]})
+
+    def tool(self, name: str, arguments: dict[str, Any], result: str, *,
+             error: bool = False, text: str = "") -> tuple[int, int]:
+        self.calls += 1
+        cid = f"c{self.calls}"
+        blocks: list[dict[str, Any]] = ([{"type": "text", "text": text}] if text else [])
+        blocks.append({"type": "tool-call", "id": cid, "name": name,
+                       "arguments": json.dumps(arguments)})
+        asked = self._add("assistant/message", {"message": {
+            "id": f"a{len(self.events)}", "role": "assistant", "content": blocks,
+            "source": {"kind": "model", "provider": "p", "model": "m"}}})
+        self._add("tool/call", {"callId": cid, "name": name,
+                                "arguments": json.dumps(arguments)}, op=None)
+        data: dict[str, Any] = {"message": {
+            "id": f"r{len(self.events)}", "role": "user",
+            "source": {"kind": "tool", "callId": cid},
+            "content": [{"type": "tool-result", "toolCallId": cid, "isError": error,
+                         "content": [{"type": "text", "text": result}]}]}}
+        got = self._add("tool/result", data)
+        return asked, got
+
+    def say(self, text: str) -> int:
+        return self._add("assistant/message", {"message": {
+            "id": f"a{len(self.events)}", "role": "assistant",
+            "content": [{"type": "text", "text": text}],
+            "source": {"kind": "model", "provider": "p", "model": "m"}}})
+
+    def compact(self, start: int, end: int, summary: str) -> int:
+        cited = [e["seq"] for e in self.events[start : end + 1] if "surfaceOp" in e]
+        seq = self._add("user/message", {
+            "id": f"s{len(self.events)}", "role": "user",
+            "source": {"kind": "summary", "plugin": "compact"},
+            "content": [{"type": "text", "text": summary}]},
+            op={"op": "replace", "start": start, "end": end})
+        self.events[seq]["sourceEventSeqs"] = cited
+        return seq
+
+
+def _facts(log: _Log) -> dict[int, Any]:
+    return {f.seq: f for f in fact_ledger(log.events).facts}
+
+
+class TestFactsFromStructure:
+    def test_each_kind_from_what_the_item_is(self) -> None:
+        log = _Log()
+        first = log.user("please keep the public API stable")
+        _, read = log.tool("Read", {"file_path": "/w/src/app.py"},
+                           "1 def f():\n2     } catch (error) {\n3  {:error, :bad} ->")
+        _, edit = log.tool("Edit", {"file_path": "/w/src/app.py", "old_string": "a",
+                                    "new_string": "b"}, "ok")
+        _, test = log.tool("Bash", {"command": "pytest -q", "description": "run tests"},
+                           "3 failed, 10 passed\nExit code 1", error=True)
+        _, ok = log.tool("Bash", {"command": "git status"}, "nothing to commit")
+        _, pwd = log.tool("Bash", {"command": "pwd"}, "/w")
+        ack = log.user("thanks")
+        end = log.user("https://example.com/issues/88")
+        log.compact(first, end, "The user wants a fix.")
+        facts = _facts(log)
+        assert facts[first].kind == "instruction"
+        assert facts[read].kind == "file-read" and facts[read].text == "read /w/src/app.py"
+        assert facts[edit].kind == "file-edit"
+        assert facts[test].kind == "error" and "3 failed" in facts[test].text
+        assert facts[ok].kind == "command"
+        assert facts[end].kind == "identifier" and facts[end].text == (
+            "https://example.com/issues/88")
+        # source code shown by a read is no error; routine steps and acks are no facts
+        assert pwd not in facts and ack not in facts
+        assert all(f.kind != "error" for f in facts.values() if f.seq == read)
+        # one tool use, one fact: the call that made it is not a second one
+        assert read - 2 not in facts
+
+    def test_redacted_content_is_unmeasurable_never_a_fact(self) -> None:
+        log = _Log()
+        a = log.user("[REDACTED_OUTPUT len=900 sha=abc]")
+        _, b = log.tool("Bash", {"command": "make"}, "[trimmed for fixture]")
+        log.compact(a, b, "[trimmed for fixture]")
+        facts = _facts(log)
+        assert facts[a].kind == facts[b].kind == "unmeasurable"
+        assert facts[a].rank is None and facts[a].kept is None
+        [row] = compaction_audit(log.events, progress=False).to_dict("records")
+        assert row["n_at_risk"] == 0 and row["n_unmeasurable"] == 2
+        assert row["redos"] is None or str(row["redos"]) == "<NA>"
+
+    def test_kept_reads_the_surface_after_one_path_relative_or_absolute(self) -> None:
+        log = _Log()
+        _, a = log.tool("Read", {"file_path": "/home/u/proj/src/app.py"}, "code")
+        _, b = log.tool("Read", {"file_path": "/home/u/proj/lib/other.py"}, "code")
+        c = log.user("use the staging database for every migration")
+        log.compact(a - 2, c, "Read src/app.py. The user said: use the staging database "
+                              "for every migration.")
+        facts = _facts(log)
+        assert facts[a].kept == "yes" and facts[b].kept == "no" and facts[c].kept == "yes"
+
+    def test_the_count_is_true_and_the_texts_are_the_top_ten(self) -> None:
+        log = _Log()
+        start = log.user("read every file")
+        for i in range(14):
+            log.tool("Read", {"file_path": f"src/m{i}.py"}, "x")
+        log.compact(start, len(log.events) - 1, "done")
+        [row] = compaction_audit(log.events, progress=False).to_dict("records")
+        assert row["n_at_risk"] == 15 and len(row["facts_at_risk"]) == 10
+        assert row["facts_at_risk"][0] == "instruction: read every file"
+
+    def test_calls_by_agent(self) -> None:
+        assert classify_call("shell", {"command": ["bash", "-lc", "sed -n '1,80p' a/b.py"]}
+                             ).kind == "file-read"
+        assert classify_call("bash", {"command": "cat src/x.py 2>/dev/null"}).target == (
+            "src/x.py")
+        assert classify_call("str_replace_editor", {"command": "view", "path": "/r/a.py"}
+                             ).kind == "file-read"
+        assert classify_call("bash", {"command": "str_replace_editor create /r/n.py"}
+                             ).kind == "file-create"
+        patch = "*** Begin Patch\n*** Update File: src/a.py\n@@\n-x\n+y\n*** End Patch"
+        assert classify_call("apply_patch", {"input": patch}).target == "src/a.py"
+        assert classify_call("write", {"path": "n.md", "content": "x"}).kind == "file-create"
+        assert path_forms("/home/u/p/src/a.py")[0] == "src/a.py"
+        assert is_redacted("[REDACTED_OUTPUT len=12 sha=ab]") and not is_redacted("[1, 2]")
+
+
+class TestRedos:
+    def _read_then_compact(self) -> tuple[_Log, int]:
+        log = _Log()
+        start = log.user("fix the exporter")
+        _, read = log.tool("Read", {"file_path": "src/csv.py"}, "def export(): ...")
+        _, run = log.tool("Bash", {"command": "cd /w && pytest -q", "description": "a"},
+                          "1 failed")
+        log.compact(start, run, "Working on the exporter.")
+        return log, read
+
+    def test_a_re_read_and_a_re_run_link_to_the_hidden_result(self) -> None:
+        log, read = self._read_then_compact()
+        again, _ = log.tool("Read", {"file_path": "/w/src/csv.py"}, "def export(): ...")
+        rerun, _ = log.tool("Bash", {"command": "pytest -q", "description": "other words"},
+                            "1 failed")
+        redos = {r.kind: r for r in fact_ledger(log.events).redos}
+        assert redos["re-read"].seq == again and redos["re-read"].hidden_seq == read
+        assert redos["re-run"].seq == rerun  # matched on the command, not its description
+        assert _facts(log)[read].needed
+
+    def test_an_edit_of_a_hidden_read_is_new_work_and_a_change_ends_re_reads(self) -> None:
+        log, _ = self._read_then_compact()
+        log.tool("Edit", {"file_path": "src/csv.py", "old_string": "a", "new_string": "b"},
+                 "ok")
+        log.tool("Read", {"file_path": "src/csv.py"}, "changed")
+        log.tool("Bash", {"command": "pytest -q"}, "all passed")
+        assert fact_ledger(log.events).redos == []
+
+    def test_redirections_are_never_targets(self) -> None:
+        log = _Log()
+        start = log.user("look around")
+        log.tool("Bash", {"command": "ls src 2>/dev/null"}, "a.py")
+        end = log.user("ok go on and check it please")
+        log.compact(start, end, "looked")
+        log.tool("Bash", {"command": "grep -r foo lib 2>/dev/null"}, "none")
+        assert fact_ledger(log.events).redos == []
+
+    def test_a_question_again_but_not_a_closing_offer(self) -> None:
+        log = _Log()
+        log.say("Which database should the migration use?")
+        answer = log.user("use the staging database for the migration")
+        log.compact(0, answer, "Migrating.")
+        log.say("Would you like me to also add tests?")
+        asked = log.say("Which database should the migration use, staging or prod?")
+        [redo] = fact_ledger(log.events).redos
+        assert (redo.kind, redo.seq, redo.hidden_seq) == ("re-ask", asked, answer)
+
+    def test_the_user_re_instructing_after_a_compaction(self) -> None:
+        log = _Log()
+        log._add("compaction/start", {"compactionId": "k"}, op=None)
+        instruction = log.user("never edit the generated files under build/")
+        _, read = log.tool("Read", {"file_path": "docs/plan.md"}, "the plan")
+        log.compact(1, read, "Working.")
+        log._add("compaction/end", {"compactionId": "k"}, op=None)
+        lost = log.user("you forgot docs/plan.md, read it again")
+        again = log.user("Never edit the generated files under build/ please")
+        kinds = {(r.seq, r.hidden_seq) for r in fact_ledger(log.events).redos
+                 if r.kind == "re-instruct"}
+        assert kinds == {(lost, read), (again, instruction)}
+
+
+class TestFramesAndReport:
+    def test_frames_keep_their_schema(self) -> None:
+        log, _ = TestRedos()._read_then_compact()
+        frame = facts_df(log.events, progress=False)
+        assert list(frame.columns) == ["replace_seq", "replace_kind", "seq", "kind", "text",
+                                       "kept", "needed", "redo_seqs", "rank"]
+        assert list(redos_df(log.events, progress=False).columns)[:3] == [
+            "seq", "kind", "replace_seq"]
+
+    def test_the_report_shows_each_fact_and_the_summary_beside_the_hidden(
+            self, tmp_path: Path) -> None:
+        from surface_lab.notebook import audit_report
+
+        log, read = TestRedos()._read_then_compact()
+        log.tool("Read", {"file_path": "src/csv.py"}, "again")
+        audit_report(log.events, tmp_path, name="hand")
+        html = next(tmp_path.glob("*.html")).read_text()
+        assert "<th>kind</th><th>fact</th><th>hidden entry</th><th>kept</th>" in html
+        replace = max(int(s) for s in re.findall(r'id="seq-(\d+)"', html))
+        assert f'href="#seq-{replace}-hid-{read}"' in html
+        assert f'id="seq-{replace}-hid-{read}"' in html
+        assert "read src/csv.py" in html and "yes (seq" in html
+        assert "class='sl-beside'" in html
+
+
+class TestRealLogs:
+    def test_claude_code_reads_are_never_errors_of_their_code(self) -> None:
+        shared = require_shared(CC1, CC2)
+        for name in (CC1, CC2):
+            ledger = fact_ledger(list(import_any(shared / name).events))
+            kinds = {f.kind for f in ledger.facts}
+            assert {"instruction", "file-read", "file-edit", "command"} <= kinds
+            for f in ledger.facts:
+                if f.kind == "error":  # an error is a failed run, not a word in code
+                    assert not re.search(r"catch \(error\)|\{:error,", f.text)
+            for r in ledger.redos:  # a re-do is never an edit or write
+                assert r.tool not in ("Edit", "Write", "MultiEdit", "NotebookEdit")
+                assert r.detail != "/dev/null"
+
+    def test_a_redacted_codex_rollout_is_unmeasurable(self) -> None:
+        shared = require_shared(CODEX)
+        ledger = fact_ledger(list(import_any(shared / CODEX).events))
+        for f in ledger.facts:
+            if f.kind != "unmeasurable":
+                assert "[REDACTED" not in f.text and f.text != "[trimmed for fixture]"
+        assert sum(f.kind == "unmeasurable" for f in ledger.facts) > 50
+        assert any(ledger.unmeasurable_redos.values())
+
+
+@pytest.mark.parametrize("name", ["long-compaction.jsonl", "pruned-tool-results.jsonl"])
+def test_the_samples_audit_with_true_counts(name: str) -> None:
+    root = Path(__file__).resolve().parents[1] / "sample_logs"
+    audit = compaction_audit(root / name, progress=False)
+    frame = facts_df(root / name, progress=False)
+    facts = frame[frame["kind"] != "unmeasurable"]
+    assert list(audit["n_at_risk"]) == [int((facts["replace_seq"] == s).sum())
+                                        for s in audit["seq"]]
