@@ -795,8 +795,8 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
         for s in hidden_texts:
             if types[s] == "tool/result" and s not in in_rows:
                 call = reader.call_of(s)
-                if call is not None and call[1].kind == "file-read" and call[1].target \
-                        and reads.get(call[1].target) is None:
+                if (call is not None and call[1].kind == "file-read" and call[1].target
+                        and reads.get(call[1].target) is None):
                     reads.put(call[1].target, s)
         end = replaces[i + 1] if i + 1 < len(replaces) else len(types)
         changed = _Paths()
@@ -836,8 +836,8 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
                                             [p.strip() for p in c.split("&&")]), None)
                         if hit_seq is not None and not dirty:
                             redo = ("re-run", hit_seq, use.target)
-                    if redo is None and use.kind == "command" and \
-                            use.tool.lower() not in SHELL_TOOLS:
+                    if (redo is None and use.kind == "command"
+                            and use.tool.lower() not in SHELL_TOOLS):
                         hit_seq = calls.get(use.key)
                         if hit_seq is not None:
                             redo = ("repeat-call", hit_seq, use.target)

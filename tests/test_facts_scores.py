@@ -1,0 +1,32 @@
+"""The figures of the facts and re-do rules on the reported labelled set (issue 26, 3c):
+`tests/data/facts_eval/labels/scores.json` is what `evaluate.py` computes from the
+adjudicated labels of packet v2; a change to the rules that moves a figure fails here, and
+the committed scores (and `docs/facts_eval.md`) are then rewritten on purpose."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from shared_logs import require_shared
+
+ROOT = Path(__file__).resolve().parents[1]
+EVAL = ROOT / "tests" / "data" / "facts_eval"
+
+
+def test_the_scores_on_the_labelled_set_are_the_committed_ones(tmp_path: Path) -> None:
+    require_shared()
+    out = tmp_path / "scores.json"
+    done = subprocess.run(
+        [sys.executable, str(EVAL / "evaluate.py"), str(EVAL / "labels" / "adjudicated.jsonl"),
+         "--json", str(out), "--md", str(tmp_path / "scores.md")],
+        capture_output=True, text=True, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
+    if done.returncode != 0:
+        pytest.fail(done.stdout + done.stderr)
+    assert json.loads(out.read_text()) == json.loads(
+        (EVAL / "labels" / "scores.json").read_text())
