@@ -358,15 +358,14 @@ class PiCompaction:
 
 
 @dataclass(frozen=True)
-class CodexAutoCompact:
-    """Codex's auto-compaction (codex-rs: `model_auto_compact_token_limit`, near 0.95 of
-    the model's window; 272,000 for the GPT-5 family): past the limit the history is
-    replaced by a summary and the recent user messages (kept here as the latest
-    `keep_recent_tokens`)."""
+class WindowCompact:
+    """Compact once the surface passes `threshold` of a model's `context_window`: the
+    history becomes one summary and the latest `keep_recent_tokens` stay (the presets
+    below are this rule with an agent's own figures)."""
 
-    context_window: int = 272_000
-    threshold: float = 0.95
-    keep_recent_tokens: int = 20_000
+    context_window: int
+    threshold: float
+    keep_recent_tokens: int
 
     @property
     def budget_tokens(self) -> int:
@@ -377,7 +376,19 @@ class CodexAutoCompact:
 
 
 @dataclass(frozen=True)
-class ClaudeCodeAutoCompact:
+class CodexAutoCompact(WindowCompact):
+    """Codex's auto-compaction (codex-rs: `model_auto_compact_token_limit`, near 0.95 of
+    the model's window; 272,000 for the GPT-5 family): past the limit the history is
+    replaced by a summary and the recent user messages (kept here as the latest
+    `keep_recent_tokens`)."""
+
+    context_window: int = 272_000
+    threshold: float = 0.95
+    keep_recent_tokens: int = 20_000
+
+
+@dataclass(frozen=True)
+class ClaudeCodeAutoCompact(WindowCompact):
     """Claude Code's auto-compact: as the context nears the window (200,000 tokens;
     Claude Code compacts with a buffer left for the summary, `threshold` 0.92 of the
     window by default here, an observed figure, not a documented one) the conversation
@@ -386,13 +397,6 @@ class ClaudeCodeAutoCompact:
     context_window: int = 200_000
     threshold: float = 0.92
     keep_recent_tokens: int = 2_000
-
-    @property
-    def budget_tokens(self) -> int:
-        return int(self.context_window * self.threshold)
-
-    def __call__(self, view: PolicyView) -> list[Rewrite]:
-        return Compact(self.budget_tokens, self.keep_recent_tokens)(view)
 
 
 @dataclass(frozen=True)
