@@ -43,6 +43,7 @@ __all__ = [
     "Prune",
     "Recording",
     "Rewrite",
+    "WindowCompact",
     "SummarizeEvery",
     "budget_miss",
     "history_removed",
