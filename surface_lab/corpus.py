@@ -278,8 +278,9 @@ def plan_tasks(sources: Iterable[str | os.PathLike[str]], *, task_mb: float = 64
     tasks: list[Task] = []
     limit = task_mb * 1024 * 1024
     # Content-defined cuts (as rsync and backup tools chunk files): a task ends after a
-    # session with a chance of its size over `limit`, decided by a hash of its path (so
-    # tasks hold about `limit` on average), or before passing twice `limit`. A session
+    # session with a chance of its size over `limit`, decided by a hash of its file's name
+    # and session id (so tasks hold about `limit` on average, and the cuts do not move
+    # with the folder the sources sit in), or before passing twice `limit`. A session
     # added, grown or gone then changes its own task (and at most the next), not every
     # later task of its date, so a rebuild reuses the rest.
     current: list[SessionRef] = []
@@ -288,7 +289,7 @@ def plan_tasks(sources: Iterable[str | os.PathLike[str]], *, task_mb: float = 64
         copy = bool(current) and ref.id is not None and (ref.id, ref.date) == (
             current[-1].id, current[-1].date)
         cut = bool(current) and (
-            _hash(current[-1].path) % (1 << 32) < current[-1].size / limit * (1 << 32)
+            _hash(_cut_key(current[-1])) % (1 << 32) < current[-1].size / limit * (1 << 32)
             or size + ref.size > 2 * limit)
         if current and (ref.date != current[0].date or cut) and not copy:
             tasks.append(Task(current[0].date, _next_index(tasks, current[0].date),
@@ -300,6 +301,10 @@ def plan_tasks(sources: Iterable[str | os.PathLike[str]], *, task_mb: float = 64
         tasks.append(Task(current[0].date, _next_index(tasks, current[0].date),
                           tuple(current)))
     return tasks
+
+
+def _cut_key(ref: SessionRef) -> str:
+    return f"{Path(ref.path).name}#{ref.session_id}"
 
 
 def _hash(text: str) -> int:
