@@ -24,12 +24,12 @@ from surface_lab.analysis.evidence import (
     _LINE,
     _PATH,
     LostEvidence,
-    _entries,
     _entry,
     _questions,
     _shown,
     _Walk,
     plan_log,
+    read_entries,
 )
 from surface_lab.analysis.facts import author_of, find_mentions
 from surface_lab.analysis.source import load_source
@@ -452,11 +452,11 @@ class TestTypedReading:
             assert [plans.kinds[s] == APPEND for s in seqs] == [
                 e.get("surfaceOp") == "append" for e in events]  # what `appended` means
             entries = [_entry(e, plans.kinds[s] == APPEND) for s, e in enumerate(events)]
-            assert list(_entries(log.events, plans, seqs, {}, {})) == entries
+            assert list(read_entries(log.events, plans, seqs, {}, {})) == entries
             known = load_source(log).texts(seqs)  # a tool result's or user's line bare
-            assert list(_entries(log.events, plans, seqs, known, {})) == entries
+            assert list(read_entries(log.events, plans, seqs, known, {})) == entries
             sources = load_source(log).sources(seqs)  # such lines not read at all
-            assert list(_entries(log.events, plans, seqs, known, sources)) == entries
+            assert list(read_entries(log.events, plans, seqs, known, sources)) == entries
 
     def test_a_line_the_types_refuse_is_read_whole(self, tmp_path: Path) -> None:
         """A user message carrying an extra `message` field that is not an object."""
@@ -468,7 +468,7 @@ class TestTypedReading:
         log = read_log(path)
         with pytest.raises(msgspec.ValidationError):
             _LINE.decode(lines[2])
-        [entry] = _entries(log.events, PlanList.of(log.plans), [1], {}, {})
+        [entry] = read_entries(log.events, PlanList.of(log.plans), [1], {}, {})
         assert entry == _entry(log.events[1], True) and entry.text == "What is a surface?"
 
     @pytest.mark.parametrize("content", [

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..gcpause import gc_paused
 from ..surface import apply_plan
-from .brackets import Bracket, bracket_of, brackets, replacement_columns
+from .brackets import Bracket, brackets, replacement_columns, settle_points
 from .evidence import find_lost_evidence
 from .facts import (
     DEFAULT_RULES,
@@ -43,20 +43,6 @@ AUDIT_COLUMNS = ("shadowed_type_counts", "facts_at_risk", "n_at_risk", "n_unmeas
 def extract_facts(text: str, *, rules: FactRules = DEFAULT_RULES) -> set[str]:
     """The mentions `rules` find in `text` (see `surface_lab.analysis.facts`), as a set."""
     return {m.text for m in find_mentions(text, rules=rules)}
-
-
-def settle_points(log: LogData, traces: list[Bracket]) -> dict[int, list[int]]:
-    """For each event after which the audit looks at the surface, the replaces it
-    settles: what the model still sees once the whole manipulation is done is the surface
-    just after the replace, or after its bracket's end when an importer re-appended kept
-    items."""
-    wanted: dict[int, list[int]] = {}
-    last = len(log.events) - 1
-    for plan in log.replaces:
-        bracket = bracket_of(traces, plan.seq)
-        at = bracket.end if bracket is not None and bracket.start < plan.seq else plan.seq
-        wanted.setdefault(min(at, last), []).append(plan.seq)
-    return wanted
 
 
 def facts_at_risk_by_replace(log: LogData, rules: FactRules = DEFAULT_RULES, *,

@@ -22,6 +22,7 @@ __all__ = [
     "brackets",
     "prune_record",
     "replacement_columns",
+    "settle_points",
 ]
 
 
@@ -169,3 +170,17 @@ def replacement_columns(log: LogData) -> dict[str, list[Any]]:
         cols["shadows_replacement"].append(any(s in replaced for s in shadowed))
         cols["recorded_matches"].append(matches)
     return cols
+
+
+def settle_points(log: LogData, traces: Sequence[Bracket]) -> dict[int, list[int]]:
+    """For each event after which the audit looks at the surface, the replaces it
+    settles: what the model still sees once the whole manipulation is done is the surface
+    just after the replace, or after its bracket's end when an importer re-appended kept
+    items."""
+    wanted: dict[int, list[int]] = {}
+    last = len(log.events) - 1
+    for plan in log.replaces:
+        bracket = bracket_of(traces, plan.seq)
+        at = bracket.end if bracket is not None and bracket.start < plan.seq else plan.seq
+        wanted.setdefault(min(at, last), []).append(plan.seq)
+    return wanted

@@ -240,7 +240,7 @@ def _typed_entry(line: MessageLine[Block] | MessageLine[_BareBlock], text: str |
     return _Entry(kind, text, turn, acts, answers, asks)
 
 
-def _entries(events: Sequence[Event], plans: PlanList, seqs: list[int],
+def read_entries(events: Sequence[Event], plans: PlanList, seqs: list[int],
              texts: Mapping[int, str], sources: Mapping[int, Any]) -> Iterator[_Entry]:
     """The entry of each of these events. A packed log's tool result or user or context
     message whose text and source are both known is not read; one whose text alone is
@@ -304,7 +304,7 @@ def find_lost_evidence(events: Sequence[Event], plans: Sequence[Plan] | None = N
     nodes: list[int] = []
     with gc_paused():  # tens of thousands of short-lived acyclic objects
         # each surface event read once (of a packed log's line, only what the walk reads)
-        for seq, entry in zip(seqs, _entries(events, plans, seqs, texts or {}, sources or {}),
+        for seq, entry in zip(seqs, read_entries(events, plans, seqs, texts or {}, sources or {}),
                               strict=True):
             known[seq] = entry.text
             replace = replaces.get(seq)

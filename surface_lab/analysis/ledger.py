@@ -27,7 +27,7 @@ from typing import Any
 from ..events import message_of
 from ..jsonvalue import loads
 from ..surface import apply_plan
-from .brackets import bracket_of, brackets
+from .brackets import brackets, settle_points
 from .facts import author_from
 from .source import LogData
 
@@ -383,12 +383,12 @@ def _call_id(event: Mapping[str, Any]) -> str | None:
 
 class _Reader:
     """A log's events read on demand; the assistant messages' tool calls and text blocks
-    decoded once, in one typed pass (`evidence._entries`, as the evidence walk reads
+    decoded once, in one typed pass (`evidence.read_entries`, as the evidence walk reads
     them)."""
 
     def __init__(self, log: LogData) -> None:
         from ..surface import PlanList
-        from .evidence import _entries
+        from .evidence import read_entries
 
         self.log = log
         self.events: dict[int, Mapping[str, Any]] = {}
@@ -398,7 +398,7 @@ class _Reader:
         asked = [s for s in log.entries if self.types[s] == "assistant/message"]
         # seq -> ((kind, name or text, arguments, call id), ...) of an assistant message
         self.acts: dict[int, tuple[Any, ...]] = {
-            s: e.acts for s, e in zip(asked, _entries(log.events, plans, asked, {}, {}),
+            s: e.acts for s, e in zip(asked, read_entries(log.events, plans, asked, {}, {}),
                                       strict=True)}
         self.calls: dict[str, tuple[int, str, Any]] = {}  # call id -> (seq, name, args)
         for s, acts in self.acts.items():
@@ -669,7 +669,7 @@ _STATEFUL = re.compile(
 def _settled(log: LogData, reader: _Reader) -> Iterator[tuple[Any, _Kept]]:
     """Each replace with the surface once it settled (after its bracket's end when an
     importer re-appended kept items)."""
-    wanted = _settle_points(log)
+    wanted = settle_points(log, _brackets(log))
     replaces = {p.seq: p for p in log.replaces}
     entries = log.entries
     texts = log.texts(entries[: bisect_right(entries, max(wanted, default=-1))])
@@ -693,20 +693,6 @@ def _settled(log: LogData, reader: _Reader) -> Iterator[tuple[Any, _Kept]]:
         kept = _Kept([texts.get(n, "") for n in nodes], calls)
         for seq in wanted[point]:
             yield replaces[seq], kept
-
-
-def _settle_points(log: LogData) -> dict[int, list[int]]:
-    """`audit.settle_points`: for each event after which the surface is looked at, the
-    replaces it settles (just after the replace, or after its bracket's end when an
-    importer re-appended kept items)."""
-    traces = _brackets(log)
-    wanted: dict[int, list[int]] = {}
-    last = len(log.types) - 1
-    for plan in log.replaces:
-        bracket = bracket_of(traces, plan.seq)
-        at = bracket.end if bracket is not None and bracket.start < plan.seq else plan.seq
-        wanted.setdefault(min(at, last), []).append(plan.seq)
-    return wanted
 
 
 def _rank(facts: list[Fact]) -> None:
