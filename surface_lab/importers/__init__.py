@@ -12,12 +12,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..errors import SurfaceLabError
 from ..jsonvalue import loads
 from .atif import import_atif, looks_like_atif
 from .claude_code import import_claude_code, looks_like_claude_code
 from .codex import import_codex, looks_like_codex
-from .common import ImportFailure, ImportResult, printable
+from .common import ImportFailure, ImportResult
 from .mini_swe_agent import import_mini_swe_agent, looks_like_mini_swe_agent
 from .openhands import (
     import_openhands,
@@ -59,6 +58,8 @@ FORMATS = {
     "mini-swe-agent": import_mini_swe_agent,
     "openhands-v0": import_openhands_v0,
 }
+# The formats whose importer takes `subagents=` (see import_any).
+TAKES_SUBAGENTS = frozenset({"claude-code"})
 KNOWN = "Claude Code, Codex, pi, ATIF, OpenHands (V0 and V1), SWE-agent or mini-swe-agent"
 PEEK_BYTES = 256 * 1024
 MAX_DOCUMENT = 64 * 1024 * 1024
@@ -202,8 +203,15 @@ def refusal_reason(path: Path) -> str | None:
 
 
 def import_any(source: str | Path, *, fmt: str | None = None, leaf: str | None = None,
-               tombstones: bool = False, strict: bool = False) -> ImportResult:
-    """Import with the given or detected format."""
+               tombstones: bool = False, strict: bool = False,
+               subagents: bool = False) -> ImportResult:
+    """Import with the given or detected format.
+
+    `subagents=True` is passed to the importers that take it (Claude Code: each subagent
+    file beside the session is imported into its `ImportResult.subagents` link); the
+    formats without subagent files ignore it. Every importer is guarded by
+    `common.no_foreign_errors`: a record of a shape no check foresaw is an `ImportFailure`
+    (`importer-error`) naming the file, never a foreign exception."""
     fmt = fmt or detect_format(source)
     if fmt is None:
         refused = refusal_reason(Path(source))
@@ -219,27 +227,8 @@ def import_any(source: str | Path, *, fmt: str | None = None, leaf: str | None =
             raise ImportFailure(f"--leaf does not apply to {fmt}", code="format-unsupported",
                                path=str(source))
         options["leaf"] = leaf
+    if subagents and fmt in TAKES_SUBAGENTS:
+        options["subagents"] = True
     importer: Any = FORMATS[fmt]
-    try:
-        result: ImportResult = importer(source, **options)
-    except SurfaceLabError as err:  # the package's own (an AdmissionError is a ValueError too)
-        if err.path is not None:
-            raise
-        # the builder's refusal of an event it was given: the source file is the place
-        raise ImportFailure(f"{source}: {err.message}", code=err.code,
-                            path=str(source)) from err
-    except _SHAPE_ERRORS as err:
-        # A record of a shape no check of the importer foresaw (a list where an id
-        # goes, an object for a type): the file's problem, never an internal error.
-        # MemoryError is not one: it says nothing about the file.
-        what = ("nested too deep" if isinstance(err, RecursionError)
-                else f"{type(err).__name__}: {err}")
-        raise ImportFailure(printable(f"{source}: a record of an unexpected shape stopped the "
-                                     f"{fmt} import ({what}); nothing imported"),
-                           code="record-malformed", path=str(source)) from err
+    result: ImportResult = importer(source, **options)
     return result
-
-
-# What Python raises on a value of the wrong type or shape deep in an importer.
-_SHAPE_ERRORS = (TypeError, KeyError, AttributeError, IndexError, ValueError, OverflowError,
-                 RecursionError)

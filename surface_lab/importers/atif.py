@@ -17,6 +17,7 @@ from .common import (
     ImportResult,
     compact_json,
     load_json,
+    no_foreign_errors,
     parse_time,
     printable,
 )
@@ -66,6 +67,7 @@ def continuation_file(root: Path, current: Path, ref: Any, b: Builder,
     return None
 
 
+@no_foreign_errors
 def import_atif(source: str | Path, *, tombstones: bool = False,
                 strict: bool = False) -> ImportResult:
     """Import an ATIF trajectory, following `continued_trajectory_ref` inside its folder.

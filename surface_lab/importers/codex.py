@@ -10,7 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from ..events import mapping_at
-from .common import Builder, ImportFailure, ImportResult, compact_json, parse_time, read_jsonl
+from .common import (
+    Builder,
+    ImportFailure,
+    ImportResult,
+    compact_json,
+    no_foreign_errors,
+    parse_time,
+    read_jsonl,
+)
 from .planner import Keep, New
 
 __all__ = ["import_codex", "looks_like_codex"]
@@ -410,6 +418,7 @@ class _Codex:
                      origin={"file": str(self.path), "line": line, "id": f"codex:L{line}"})
 
 
+@no_foreign_errors
 def import_codex(source: str | Path, *, until: int | None = None, tombstones: bool = False,
                  strict: bool = False) -> ImportResult:
     """Import a Codex CLI rollout.

@@ -4,6 +4,7 @@ tool-call bookkeeping, origins, notes and problems, and compaction brackets."""
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import hashlib
 import math
@@ -55,29 +56,64 @@ class ImportFailure(SurfaceLabError):
 
 
 # What a bug in an importer looks like when odd input reaches it (a field of another
-# type than the format says); the package's own errors pass through untouched.
+# type than the format says); the package's own errors pass through untouched. MemoryError
+# is not one: it says nothing about the file.
 FOREIGN_ERRORS = (TypeError, KeyError, AttributeError, ValueError, IndexError,
                   ArithmeticError, RecursionError)
+# The builders of the guarded import running now (innermost call last), so that a foreign
+# exception can say how far the import got.
+_BUILDERS: contextvars.ContextVar[list[Builder] | None] = contextvars.ContextVar(
+    "surface_lab_import_builders", default=None)
+# The importers wearing the guard (a test checks every entry of `FORMATS` is one).
+GUARDED: set[Callable[..., Any]] = set()
 
 
 def no_foreign_errors(importer: Callable[P, R]) -> Callable[P, R]:
-    """An importer that never lets a foreign exception out: one that escapes its own
-    checks becomes an `ImportFailure` (`importer-error`) naming the file, chained to it."""
+    """The one guard every importer's entry point wears (`FORMATS` in `importers`):
+
+    * a foreign exception that escapes the importer's own checks (a record of a shape no
+      check foresaw) becomes an `ImportFailure` with code `importer-error` naming the
+      file, the exception and the last source record imported before it, chained to it;
+    * an error of the package's own without a place (the session refusing an event the
+      importer built) gets the source file as its place, keeping its code;
+    * one with a place passes through untouched."""
 
     @functools.wraps(importer)
     def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+        source = args[0] if args else kwargs.get("source")
+        builders: list[Builder] = []
+        token = _BUILDERS.set(builders)
         try:
             return importer(*args, **kwargs)
-        except SurfaceLabError:
-            raise
+        except SurfaceLabError as err:
+            if err.path is not None:
+                raise
+            raise ImportFailure(printable(f"{source}: {err.message}"), code=err.code,
+                                path=str(source)) from err
         except FOREIGN_ERRORS as err:
-            source = args[0] if args else kwargs.get("source")
+            what = ("records nested too deep" if isinstance(err, RecursionError)
+                    else f"{type(err).__name__} ({err})")
+            place = next((b.last_place for b in reversed(builders) if b.last_place), None)
+            where = (f" after {place}, the last record imported" if place
+                     else " before any record was imported")
             raise ImportFailure(printable(
-                f"{source}: cannot import: {type(err).__name__} ({err}) on a record of an "
-                f"unexpected shape; please report it with the file"),
+                f"{source}: cannot import: {what} on a record of an unexpected shape"
+                f"{where}; nothing imported; please report it with the file"),
                 code="importer-error", path=str(source)) from err
+        finally:
+            _BUILDERS.reset(token)
 
+    GUARDED.add(guarded)
     return guarded
+
+
+def _place(origin: Mapping[str, Any] | None, line: Any = None, id: Any = None) -> str | None:
+    """How an error names a source record: its line, else its id."""
+    if origin:
+        line, id = origin.get("line"), origin.get("id")
+    if isinstance(line, int) and not isinstance(line, bool):
+        return f"line {line}"
+    return None if id is None else f"record {str(id)[:80]!r}"
 
 
 def compact_json(value: Any) -> str:
@@ -311,6 +347,10 @@ class Builder:
         self.compactions: list[dict[str, Any]] = []
         self.note_counts: Counter[str] = Counter()
         self.omitted: list[dict[str, Any]] = []
+        self.last_place: str | None = None  # the last source record imported (see above)
+        active = _BUILDERS.get()
+        if active is not None:
+            active.append(self)
 
     # -- findings ------------------------------------------------------------------
 
@@ -329,6 +369,8 @@ class Builder:
         """Record a source record the import leaves out, and why (a key of OMISSIONS)."""
         self.omitted.append({"reason": reason, "kind": str(kind), "file": file or self.path,
                              "line": line, "id": None if id is None else str(id)})
+        if file is None:
+            self.last_place = _place(None, line, id) or self.last_place
 
     def _omission_notes(self) -> None:
         """One note per reason: how many records, of which kinds, and where."""
@@ -359,6 +401,7 @@ class Builder:
         event = self.session.append(kind, data, **fields)
         if origin:
             self.origins[int(event["seq"])] = dict(origin)
+            self.last_place = _place(origin) or self.last_place
         return event
 
     def at(self, time: int | None) -> None:

@@ -14,7 +14,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .common import Builder, ImportFailure, ImportResult, compact_json, load_json, parse_time
+from .common import (
+    Builder,
+    ImportFailure,
+    ImportResult,
+    compact_json,
+    load_json,
+    no_foreign_errors,
+    parse_time,
+)
 
 __all__ = ["import_mini_swe_agent", "looks_like_mini_swe_agent"]
 
@@ -121,6 +129,7 @@ def _calls(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+@no_foreign_errors
 def import_mini_swe_agent(source: str | Path, *, tombstones: bool = False,
                           strict: bool = False) -> ImportResult:
     """Import a mini-swe-agent `.traj.json` file.
@@ -135,13 +144,7 @@ def import_mini_swe_agent(source: str | Path, *, tombstones: bool = False,
     if not looks_like_mini_swe_agent(document):
         raise ImportFailure(f"{path}: not a mini-swe-agent trajectory (no trajectory_format "
                            f"mini-swe-agent-...)", code="format-unsupported", path=str(path))
-    try:
-        return _import(path, document, tombstones=tombstones, strict=strict)
-    except (TypeError, KeyError, ValueError, AttributeError, IndexError,
-            RecursionError) as err:
-        raise ImportFailure(f"{path}: a mini-swe-agent trajectory of a shape this importer "
-                           f"does not know ({type(err).__name__}: {err})",
-                           code="shape-unknown", path=str(path)) from None
+    return _import(path, document, tombstones=tombstones, strict=strict)
 
 
 def _time(message: Mapping[str, Any]) -> int | None:

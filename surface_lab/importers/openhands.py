@@ -11,7 +11,7 @@ from typing import Any
 
 from ..events import mapping_at
 from ..jsonvalue import thaw
-from .common import Builder, ImportFailure, ImportResult, load_json, parse_time
+from .common import Builder, ImportFailure, ImportResult, load_json, no_foreign_errors, parse_time
 from .planner import Keep, New
 
 __all__ = ["import_openhands", "import_openhands_v0", "looks_like_openhands",
@@ -61,6 +61,7 @@ def _load_events(folder: Path, b: Builder) -> list[tuple[int, Path, dict[str, An
     return sorted(found, key=lambda item: item[0])
 
 
+@no_foreign_errors
 def import_openhands(source: str | Path, *, leaf: str | None = None,
                      tombstones: bool = False, strict: bool = False) -> ImportResult:
     """Import an OpenHands V1 conversation folder (`base_state.json` and `events/`).
@@ -353,6 +354,7 @@ def _v0_text(event: Mapping[str, Any]) -> str:
     return "" if content is None else str(content)
 
 
+@no_foreign_errors
 def import_openhands_v0(source: str | Path, *, leaf: str | None = None,
                         tombstones: bool = False, strict: bool = False) -> ImportResult:
     """Import an OpenHands V0 trajectory (a JSON list of events, or `{history: [...]}`) or
@@ -366,29 +368,23 @@ def import_openhands_v0(source: str | Path, *, leaf: str | None = None,
     """
     path = Path(source)
     b = Builder("openhands-v0", str(path), tombstones=tombstones)
-    try:
-        instances = _v0_instances(path, b)
-        chosen = next(((line, r) for line, r in instances if leaf is None
-                       or str(r.get("instance_id")) == leaf), None)
-        if chosen is None or not looks_like_openhands_v0(chosen[1]):
-            what = (f"no instance {leaf!r}" if leaf is not None and instances
-                    else "no history of OpenHands V0 events")
-            raise ImportFailure(f"{path}: not an OpenHands V0 trajectory ({what})",
-                               code="leaf-unknown" if leaf is not None and instances
-                               else "format-unsupported", path=str(path))
-        for line, record in instances:
-            if record is not chosen[1]:
-                b.omit("off-branch", "instance", line=line, id=record.get("instance_id"))
-        if len(instances) > 1:
-            b.note("instance-choice", f"imported instance {chosen[1].get('instance_id')!r} "
-                   f"(line {chosen[0]}) of {len(instances)}; pick another with --leaf "
-                   f"INSTANCE_ID")
-        return _import_v0(b, path, chosen[0], chosen[1], strict=strict)
-    except (TypeError, KeyError, ValueError, AttributeError, IndexError,
-            RecursionError) as err:
-        raise ImportFailure(f"{path}: an OpenHands V0 trajectory of a shape this importer "
-                           f"does not know ({type(err).__name__}: {err})",
-                           code="shape-unknown", path=str(path)) from None
+    instances = _v0_instances(path, b)
+    chosen = next(((line, r) for line, r in instances if leaf is None
+                   or str(r.get("instance_id")) == leaf), None)
+    if chosen is None or not looks_like_openhands_v0(chosen[1]):
+        what = (f"no instance {leaf!r}" if leaf is not None and instances
+                else "no history of OpenHands V0 events")
+        raise ImportFailure(f"{path}: not an OpenHands V0 trajectory ({what})",
+                           code="leaf-unknown" if leaf is not None and instances
+                           else "format-unsupported", path=str(path))
+    for line, record in instances:
+        if record is not chosen[1]:
+            b.omit("off-branch", "instance", line=line, id=record.get("instance_id"))
+    if len(instances) > 1:
+        b.note("instance-choice", f"imported instance {chosen[1].get('instance_id')!r} "
+               f"(line {chosen[0]}) of {len(instances)}; pick another with --leaf "
+               f"INSTANCE_ID")
+    return _import_v0(b, path, chosen[0], chosen[1], strict=strict)
 
 
 def _v0_model(record: Mapping[str, Any]) -> tuple[str, str]:

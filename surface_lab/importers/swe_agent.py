@@ -27,7 +27,7 @@ import orjson
 
 from ..events import mapping_at, message_of
 from ..jsonvalue import thaw
-from .common import Builder, ImportFailure, ImportResult, compact_json, load_json
+from .common import Builder, ImportFailure, ImportResult, compact_json, load_json, no_foreign_errors
 from .planner import Keep, New
 
 __all__ = ["import_swe_agent", "looks_like_swe_agent"]
@@ -341,6 +341,7 @@ class Writer:
                           imported={"step": step}, origin=self.origin(f"step-{step}"))
 
 
+@no_foreign_errors
 def import_swe_agent(source: str | Path, *, tombstones: bool = False,
                      strict: bool = False) -> ImportResult:
     """Import a SWE-agent `.traj` file.
@@ -355,13 +356,7 @@ def import_swe_agent(source: str | Path, *, tombstones: bool = False,
     if not looks_like_swe_agent(document):
         raise ImportFailure(f"{path}: not a SWE-agent trajectory (no history of chat "
                            f"entries)", code="format-unsupported", path=str(path))
-    try:
-        return _import(path, document, tombstones=tombstones, strict=strict)
-    except (TypeError, KeyError, ValueError, AttributeError, IndexError,
-            RecursionError) as err:
-        raise ImportFailure(f"{path}: a SWE-agent trajectory of a shape this importer does "
-                           f"not know ({type(err).__name__}: {err})", code="shape-unknown",
-                           path=str(path)) from None
+    return _import(path, document, tombstones=tombstones, strict=strict)
 
 
 def _objects(b: Builder, items: list[Any], where: str) -> list[Mapping[str, Any]]:

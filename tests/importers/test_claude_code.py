@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 from surface_lab import SurfaceLabError
 from surface_lab.contract import unanswered_tool_calls
 from surface_lab.importers import import_claude_code
-from surface_lab.importers.common import Builder
+from surface_lab.importers.common import Builder, ImportFailure
 
 from .helpers import OTHER, SHARED, check_invariants, final_view, shadowed_ids, view_after
 
@@ -397,6 +398,29 @@ class TestSubagents:
             assert not {"tool-result-lost", "unanswered-tool-call"} & set(
                 _codes(link.result.problems))
 
+    @needs_shared
+    def test_import_any_passes_subagents_through(self, tmp_path: Path) -> None:
+        from surface_lab.importers import import_any
+
+        session = _lay_out(tmp_path, "258c7280-ae70-4798-800f-63464d01a85d")
+        assert all(link.result is None for link in import_any(session).subagents)
+        result = import_any(session, subagents=True)
+        direct = import_claude_code(session, subagents=True)
+        assert len(result.subagents) == 2
+        for link, same in zip(result.subagents, direct.subagents, strict=True):
+            assert link.result is not None and same.result is not None
+            assert link.result.events == same.result.events
+            assert link.result.header["parentSession"] == result.header["id"]
+
+    @needs_shared
+    def test_import_any_ignores_subagents_for_a_format_without_them(self) -> None:
+        from surface_lab.importers import import_any
+
+        rollout = OTHER / ("jazzyalex__agent-sessions__Resources_Fixtures_stage0_agents_"
+                           "codex_small.jsonl")
+        plain = import_any(rollout)
+        assert import_any(rollout, subagents=True).events == plain.events
+
     def test_a_subagent_is_linked_by_its_first_prompt_without_an_agent_id_result(
             self, tmp_path: Path) -> None:
         task = {"type": "tool_use", "id": "task-1", "name": "Task",
@@ -474,6 +498,31 @@ def test_a_foreign_exception_inside_the_importer_becomes_a_located_import_error(
     with pytest.raises(ImportFailure, match=r"s\.jsonl: cannot import: KeyError") as caught:
         import_claude_code(path)
     assert caught.value.code == "importer-error" and caught.value.path == str(path)
+    assert "before any record was imported" in caught.value.message
+
+
+def test_a_foreign_exception_names_the_last_record_imported_before_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guard says how far the import got: the line of the last record written."""
+    calls = []
+    tool_result = Builder.tool_result
+
+    def breaks_second(self: Builder, *args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        if len(calls) == 2:
+            raise TypeError("unhashable type: 'list'")
+        return tool_result(self, *args, **kwargs)
+
+    monkeypatch.setattr(Builder, "tool_result", breaks_second)
+    path = _write(tmp_path / "s.jsonl", _interleaved())
+    with pytest.raises(ImportFailure) as caught:
+        import_claude_code(path)
+    err = caught.value
+    assert err.code == "importer-error" and err.path == str(path)
+    assert re.search(r"s\.jsonl: cannot import: TypeError \(unhashable type: 'list'\) .* "
+                     r"after line \d+, the last record imported; nothing imported",
+                     err.message), err.message
+    assert isinstance(err.__cause__, TypeError)
 
 
 class TestDates:

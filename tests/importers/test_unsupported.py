@@ -223,4 +223,6 @@ def test_odd_json_never_raises_a_foreign_exception(tmp_path: Path, values: list[
         try:
             import_any(path)
         except SurfaceLabError as err:
-            assert err.code != "shape-unknown", err
+            # a foreign exception caught by the guard: these three check every shape
+            assert err.code != "importer-error" or fmt not in (
+                "swe-agent", "mini-swe-agent", "openhands-v0"), err
