@@ -60,3 +60,21 @@ def check_invariants(result: ImportResult) -> None:
             assert data["shadowedSeqs"] == by_bracket[data["compactionId"]]
             assert set(data["restoredSeqs"]) <= set(data["shadowedSeqs"])
     assert len(result.compactions) == len(by_bracket)
+
+
+def break_builder(monkeypatch: Any, method: str, error: BaseException, *,
+                  on_call: int = 2) -> None:
+    """Make `Builder.<method>` raise `error` on its `on_call`-th call (an importer bug
+    that odd input reaches midway through an import)."""
+    from surface_lab.importers.common import Builder
+
+    original = getattr(Builder, method)
+    calls = [0]
+
+    def broken(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == on_call:
+            raise error
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Builder, method, broken)

@@ -19,7 +19,15 @@ from surface_lab.contract import unanswered_tool_calls
 from surface_lab.importers import import_claude_code
 from surface_lab.importers.common import Builder, ImportFailure
 
-from .helpers import OTHER, SHARED, check_invariants, final_view, shadowed_ids, view_after
+from .helpers import (
+    OTHER,
+    SHARED,
+    break_builder,
+    check_invariants,
+    final_view,
+    shadowed_ids,
+    view_after,
+)
 
 AGENT_LOGS = SHARED / "agent_logs" / "claude_code"
 T = "2026-02-01T10:{:02d}:{:02d}Z"
@@ -504,16 +512,7 @@ def test_a_foreign_exception_inside_the_importer_becomes_a_located_import_error(
 def test_a_foreign_exception_names_the_last_record_imported_before_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The guard says how far the import got: the line of the last record written."""
-    calls = []
-    tool_result = Builder.tool_result
-
-    def breaks_second(self: Builder, *args: Any, **kwargs: Any) -> Any:
-        calls.append(args)
-        if len(calls) == 2:
-            raise TypeError("unhashable type: 'list'")
-        return tool_result(self, *args, **kwargs)
-
-    monkeypatch.setattr(Builder, "tool_result", breaks_second)
+    break_builder(monkeypatch, "tool_result", TypeError("unhashable type: 'list'"))
     path = _write(tmp_path / "s.jsonl", _interleaved())
     with pytest.raises(ImportFailure) as caught:
         import_claude_code(path)

@@ -12,7 +12,7 @@ from surface_lab.errors import AdmissionError
 from surface_lab.importers import FORMATS, import_any
 from surface_lab.importers.common import GUARDED, Builder, ImportFailure
 
-from .helpers import OTHER
+from .helpers import OTHER, break_builder
 
 needs_shared = pytest.mark.skipif(not OTHER.is_dir(), reason="../shared is absent")
 CODEX = "jazzyalex__agent-sessions__Resources_Fixtures_stage0_agents_codex_small.jsonl"
@@ -29,20 +29,11 @@ def test_a_foreign_exception_in_any_importer_is_a_located_importer_error(
     """Codex had only import_any's backstop (`record-malformed`); now the importer itself
     refuses, whoever calls it, with the line of the last record imported."""
     source = OTHER / CODEX
-    assistant = Builder.assistant
-    calls: list[Any] = []
-
-    def breaks_second(self: Builder, *args: Any, **kwargs: Any) -> Any:
-        calls.append(args)
-        if len(calls) == 2:
-            raise KeyError("content")
-        return assistant(self, *args, **kwargs)
-
-    monkeypatch.setattr(Builder, "assistant", breaks_second)
     for run in (lambda: import_any(source), lambda: FORMATS["codex"](source)):
-        calls.clear()
-        with pytest.raises(ImportFailure) as caught:
-            run()
+        with monkeypatch.context() as patch:
+            break_builder(patch, "assistant", KeyError("content"))
+            with pytest.raises(ImportFailure) as caught:
+                run()
         err = caught.value
         assert (err.code, err.path) == ("importer-error", str(source))
         assert str(source) in err.message and "KeyError ('content')" in err.message
