@@ -420,6 +420,44 @@ class TestAuditCommand:
         index = (out / "index.html").read_text()
         assert 'href="x-audit.html"' in index and 'href="x-2-audit.html"' in index
 
+    def test_csv_cells_from_a_hostile_log_are_never_formulas(self, tmp_path: Path) -> None:
+        """Text from the log that starts like a spreadsheet formula gets a leading `'`
+        (OWASP) in the per-log CSV and in index.csv; numbers stay numbers."""
+        import csv
+
+        text = (SAMPLES / "long-compaction.jsonl").read_text()
+        hostile = {'"cmp-1"': '"=HYPERLINK(\\"http://evil\\",\\"x\\")"',
+                   '"plugin":"compact"': '"plugin":"@SUM(1+1)"',
+                   '"model":"script-1"': '"model":"+cmd|\' /C calc\'!A0"',
+                   '"cmp-2"': '"-2+3"'}
+        for old, new in hostile.items():
+            assert old in text
+            text = text.replace(old, new)
+        source = tmp_path / "=evil.jsonl"
+        source.write_text(text)
+        out = tmp_path / "out"
+        assert main(["audit", str(source), "--out", str(out), "--no-progress"]) == 0
+        [table] = out.glob("*-audit.csv")
+        rows = list(csv.DictReader(table.open(encoding="utf-8", newline="")))
+        assert [r["compaction_id"] for r in rows][:3] == [
+            "'=HYPERLINK(\"http://evil\",\"x\")", "'-2+3", "cmp-4"]
+        assert {r["plugin"] for r in rows} == {"'@SUM(1+1)"}
+        assert [r["saved_tokens"] for r in rows][:3] == ["-20", "-20", "-20"]  # numbers
+        [index] = csv.DictReader((out / "index.csv").open(encoding="utf-8", newline=""))
+        assert index["input"].startswith("'") and "=evil" in index["input"]
+        assert index["model"] == "'+cmd|' /C calc'!A0"
+        for row in [*rows, index]:
+            for cell in row.values():
+                assert not cell.startswith(("=", "+", "@", "\t", "\r")), cell
+
+    def test_formula_safe_prefixes_text_only(self) -> None:
+        from surface_lab.notebook.render import formula_safe
+
+        for text in ("=1+1", "+1", "-1", "@A1", "\tx", "\rx"):
+            assert formula_safe(text) == "'" + text
+        for value in (-1, -2.5, None, "plain", "", "a=b", ["=x"]):
+            assert formula_safe(value) == value
+
     def test_folders_globs_stores_and_other_agents_logs(self, tmp_path: Path) -> None:
         logs = tmp_path / "logs"
         logs.mkdir()

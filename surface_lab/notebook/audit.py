@@ -24,13 +24,14 @@ from ..gcpause import gc_paused
 from ..glossary import TERMS, label, plural
 from .columns import frame_from_columns
 from .plots import figure_png, plot_shadowing, plot_surface_size
-from .render import STYLE, esc, message_card
+from .render import STYLE, esc, formula_safe, message_card
 
 __all__ = [
     "audit_index",
     "audit_report",
     "compaction_audit",
     "counts_line",
+    "csv_bytes",
     "extract_facts",
     "failed_compactions",
     "replacement_preview",
@@ -274,7 +275,7 @@ def audit_report(source: Any, out_dir: str | Path, *, name: str | None = None,
     table = audit_table(audit)
     parquet, missing = _parquet_bytes(table)
     _write_new(png, swimlane)
-    _write_new(csv_path, table.to_csv(index=False).encode("utf-8"))
+    _write_new(csv_path, csv_bytes(table))
     if parquet is None:
         parquet_path = None
     else:
@@ -356,6 +357,12 @@ def note_text(note: Any, path: str | None) -> str:
         line = re.match(r":(\d+): ", rest)
         return f"line {line.group(1)}: {rest[line.end():]}" if line else rest.lstrip(": ")
     return text
+
+
+def csv_bytes(frame: pd.DataFrame) -> bytes:
+    """`frame` as UTF-8 CSV with every text cell (and column name) `formula_safe`."""
+    safe = frame.map(formula_safe).rename(columns=formula_safe)
+    return bytes(safe.to_csv(index=False).encode("utf-8"))
 
 
 def _write_new(path: Path, data: bytes) -> None:
@@ -755,6 +762,6 @@ def audit_index(out_dir: str | Path, done: Sequence[tuple[str, Mapping[str, Any]
             + SORT_SCRIPT + "</body></html>")
     path = Path(out_dir) / "index.html"
     frame = pd.DataFrame(records, columns=columns)
-    _write_new(Path(out_dir) / "index.csv", frame.to_csv(index=False).encode("utf-8"))
+    _write_new(Path(out_dir) / "index.csv", csv_bytes(frame))
     _write_new(path, page.encode("utf-8"))
     return path

@@ -12,7 +12,7 @@ from ..events import mapping_at
 from ..messages import message_text
 from .replay import Replay
 
-__all__ = ["STYLE", "esc", "message_card", "step_html"]
+__all__ = ["FORMULA_STARTS", "STYLE", "esc", "formula_safe", "message_card", "step_html"]
 
 MAX_CHARS = 1200
 STYLE = """<style>
@@ -45,6 +45,17 @@ _INVISIBLE = {code: f"\\u{code:04x}" for code in (
 _RIGHT_TO_LEFT = re.compile("[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefe"
                             "\U00010800-\U00010fff\U0001e800-\U0001efff]")
 _ISOLATE, _POP_ISOLATE = "\u2068", "\u2069"  # FIRST STRONG ISOLATE ... POP DIRECTIONAL ISOLATE
+
+
+# What a spreadsheet reads as a formula at the start of a cell (OWASP, "CSV Injection").
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def formula_safe(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text: a text cell that starts like a formula gets
+    a leading `'` (OWASP's advice; log content is untrusted). Numbers, dates and missing
+    values are left as they are, so a negative number stays a number."""
+    return f"'{value}" if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
 
 
 def esc(text: Any) -> str:
