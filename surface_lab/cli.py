@@ -517,9 +517,12 @@ def _audited_folder(items: Sequence[AuditInput]) -> Path:
 
 
 def _progress(args: argparse.Namespace) -> bool:
-    """Progress bars are for a person: only when stderr is a terminal (a notebook shows
-    its own through the Python API)."""
-    return not args.no_progress and sys.stderr.isatty()
+    """Progress bars are for a person: only when stderr is a terminal, decided as the
+    Python API decides (`analysis.source.shows_progress`: SURFACE_LAB_PROGRESS=1 forces
+    them)."""
+    from .analysis.source import shows_progress
+
+    return shows_progress(not args.no_progress)
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -642,7 +645,7 @@ def _report_audit(args: argparse.Namespace, done: list[tuple[str, Any]], alone: 
 def cmd_corpus_build(args: argparse.Namespace) -> int:
     from . import corpus
 
-    progress = not args.no_progress and sys.stderr.isatty()  # a bar is for a person
+    progress = _progress(args)  # a bar is for a person
     for source in args.sources:  # what the walk of each folder found, by format
         if Path(source).is_dir():
             with contextlib.suppress(SurfaceLabError):  # the build reports it as a row

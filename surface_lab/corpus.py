@@ -966,7 +966,9 @@ def to_parquet(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[str
             if t.fingerprint in reusable]
     todo = [t for t in tasks if t.name not in {r["task"] for r in kept}]
     bar: Any = None
-    if progress and todo:
+    from .analysis.source import shows_progress  # bars only where a person watches
+
+    if todo and shows_progress(progress):
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(todo), unit=" tasks", desc="corpus build")

@@ -220,6 +220,7 @@ class TestProgress:
 
         monkeypatch.setattr(source, "PROGRESS_MIN_BYTES", 0)
         monkeypatch.setattr(source, "PROGRESS_DELAY", 0)
+        monkeypatch.setenv(source.PROGRESS_ENV, "1")  # stderr is no terminal here
         audit_report(SAMPLES / "long-compaction.jsonl", tmp_path / "a")
         err = capfd.readouterr().err
         for step in ("reading long-compaction.jsonl", "facts at risk", "figures and page"):

@@ -453,6 +453,7 @@ class TestProgress:
         monkeypatch.setattr(source, "PROGRESS_MIN_BYTES", 0)
         monkeypatch.setattr(source, "PROGRESS_DELAY", 0)
         monkeypatch.setattr(codec, "PROGRESS_EVERY", 100)
+        monkeypatch.setenv(source.PROGRESS_ENV, "1")  # stderr is no terminal here
         events_df(SAMPLES / "long-compaction.jsonl")
         assert "long-compaction.jsonl" in capfd.readouterr().err
         events_df(SAMPLES / "long-compaction.jsonl", progress=False)

@@ -24,12 +24,13 @@ from ..storage.read import LogReading, read_log
 from ..surface import LOG_ONLY, REPLACE, FoldResult, Plan, PlanList, fold_surface
 from .facts import tool_names
 
-__all__ = ["LogData", "Source", "load_source", "step_bar"]
+__all__ = ["PROGRESS_ENV", "LogData", "Source", "load_source", "shows_progress", "step_bar"]
 
 Source = (str | os.PathLike[str] | LogReading | Session | tuple[Store, str]
           | Sequence[Mapping[str, Any]])
 PROGRESS_MIN_BYTES = 20_000_000
 PROGRESS_DELAY = 1.0  # seconds: a step that ends sooner shows no bar
+PROGRESS_ENV = "SURFACE_LAB_PROGRESS"  # 1 forces bars off a terminal too, 0 hides them
 
 
 @dataclass
@@ -158,6 +159,38 @@ class LogData:
             return [TYPE_NAMES[codes[s]] for s in seqs]
         return [str(self.events[s]["type"]) for s in seqs]
 
+def shows_progress(progress: bool) -> bool:
+    """Whether a progress bar is shown, decided the same way for the Python API and the
+    commands: never with `progress=False`; with `progress=True` only where a person
+    watches, that is when stderr is a terminal or in a Jupyter kernel (tqdm draws its
+    widget there), not in a pipe, a log file or CI. The environment variable
+    `SURFACE_LAB_PROGRESS=1` forces bars anywhere, `=0` hides them everywhere."""
+    if not progress:
+        return False
+    forced = os.environ.get(PROGRESS_ENV, "").strip().lower()
+    if forced in ("1", "true", "yes", "always"):
+        return True
+    if forced in ("0", "false", "no", "never"):
+        return False
+    import sys
+
+    stderr = sys.stderr
+    try:
+        terminal = stderr is not None and stderr.isatty()
+    except (AttributeError, ValueError, OSError):  # a replaced or closed stream
+        terminal = False
+    return terminal or _in_jupyter_kernel(sys.modules.get("IPython"))
+
+
+def _in_jupyter_kernel(ipython: Any) -> bool:
+    """Running in a Jupyter kernel (tqdm.autonotebook's test), without importing IPython."""
+    try:
+        shell = ipython.get_ipython() if ipython is not None else None
+        return shell is not None and "IPKernelApp" in shell.config
+    except Exception:  # an IPython of another shape: no kernel we know
+        return False
+
+
 class _NoBar:
     """What `step_bar` gives when progress is off."""
 
@@ -169,8 +202,9 @@ class _NoBar:
 def step_bar(desc: str, total: int, progress: bool, unit: str = " replaces"
              ) -> Iterator[Any]:
     """One progress bar for one step of an analysis (tqdm, a widget in a notebook), shown
-    only once the step has taken a second, and gone when it ends."""
-    if not progress or total <= 0:
+    only once the step has taken a second, and gone when it ends; only where
+    `shows_progress(progress)` says a person watches."""
+    if total <= 0 or not shows_progress(progress):
         yield _NoBar()
         return
     from tqdm.auto import tqdm
@@ -245,7 +279,8 @@ def load_source(source: Any, *, strict: bool = True, progress: bool = True) -> L
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         try:
-            source = read_log(path, progress=_progress_bar(path) if progress else None)
+            source = read_log(path, progress=_progress_bar(path) if shows_progress(progress)
+                              else None)
         except SurfaceLabError as err:
             if strict:
                 raise
