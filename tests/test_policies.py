@@ -159,3 +159,19 @@ class TestImportedLogs:
         summaries = [e for e in replayed.events if e["type"] == "compaction/summary"]
         assert summaries and all(e["data"]["provider"] == "offline" for e in summaries)
         assert read_log(tmp_path / "dsh.jsonl").fold.nodes == list(replayed.surface.nodes)
+
+
+def test_the_what_if_presets_are_importable_from_the_analysis_package() -> None:
+    """`from surface_lab.analysis import CodexAutoCompact` works, and is the same class as
+    in `analysis.policies` (one definition, re-exported)."""
+    import surface_lab.analysis as analysis
+    from surface_lab.analysis import policies
+
+    presets = ["WindowCompact", "CodexAutoCompact", "ClaudeCodeAutoCompact", "PiCompaction",
+               "OpenHandsSummarizing", "LastNObservations", "SummarizeEvery",
+               "ClearToolUses", "MaskObservations", "Compact", "Prune", "Policy"]
+    for name in presets:
+        assert name in analysis.__all__, name
+        assert getattr(analysis, name) is getattr(policies, name), name
+    assert issubclass(analysis.CodexAutoCompact, analysis.WindowCompact)
+    assert issubclass(analysis.ClaudeCodeAutoCompact, analysis.WindowCompact)
