@@ -91,8 +91,8 @@ def no_foreign_errors(importer: Callable[P, R]) -> Callable[P, R]:
             raise ImportFailure(printable(f"{source}: {err.message}"), code=err.code,
                                 path=str(source)) from err
         except FOREIGN_ERRORS as err:
-            what = ("records nested too deep" if isinstance(err, RecursionError)
-                    else f"{type(err).__name__} ({err})")
+            what = ("RecursionError (records nested too deep)"
+                    if isinstance(err, RecursionError) else f"{type(err).__name__} ({err})")
             place = next((b.last_place for b in reversed(builders) if b.last_place), None)
             where = (f" after {place}, the last record imported" if place
                      else " before any record was imported")

@@ -54,3 +54,14 @@ def test_a_refusal_of_the_session_without_a_place_gets_the_file(
     assert (caught.value.code, caught.value.path) == ("message-content", str(source))
     assert caught.value.message.startswith(f"{source}: message-content")
 
+
+
+@needs_shared
+def test_a_recursion_error_says_the_records_nest_too_deep(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    break_builder(monkeypatch, "assistant", RecursionError("maximum recursion depth"),
+                  on_call=1)
+    with pytest.raises(ImportFailure, match=r"RecursionError \(records nested too deep\)"
+                       r" on a record of an unexpected shape") as caught:
+        import_any(OTHER / CODEX)
+    assert caught.value.code == "importer-error"
