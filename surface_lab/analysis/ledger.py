@@ -22,10 +22,14 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import accumulate
 from typing import Any
+
+import msgspec
 
 from ..events import message_of
 from ..jsonvalue import loads
+from ..reading.sequences import LogEvents
 from ..surface import apply_plan
 from .brackets import brackets, settle_points
 from .facts import author_from
@@ -381,6 +385,28 @@ def _call_id(event: Mapping[str, Any]) -> str | None:
 # ------------------------------------------------------------------ the ledger
 
 
+class _FailedBlock(msgspec.Struct, gc=False):
+    isError: Any = None
+
+
+class _FailedMessage(msgspec.Struct, gc=False):
+    content: list[_FailedBlock] | None = None
+
+
+class _FailedData(msgspec.Struct, gc=False):
+    error: Any = None
+    message: _FailedMessage | None = None
+
+
+class _FailedLine(msgspec.Struct, gc=False):
+    """A tool result's line decoded of what `_is_error_result` reads alone."""
+
+    data: _FailedData | None = None
+
+
+_FAILED = msgspec.json.Decoder(_FailedLine)
+
+
 class _Reader:
     """A log's events read on demand; the assistant messages' tool calls and text blocks
     decoded once, in one typed pass (`evidence.read_entries`, as the evidence walk reads
@@ -395,11 +421,17 @@ class _Reader:
         self.types = log.types
         self.replace_seqs = {p.seq for p in log.replaces}
         plans = log.plans if isinstance(log.plans, PlanList) else PlanList.of(log.plans)
-        asked = [s for s in log.entries if self.types[s] == "assistant/message"]
         # seq -> ((kind, name or text, arguments, call id), ...) of an assistant message
-        self.acts: dict[int, tuple[Any, ...]] = {
-            s: e.acts for s, e in zip(asked, read_entries(log.events, plans, asked, {}, {}),
-                                      strict=True)}
+        self.acts: dict[int, tuple[Any, ...]]
+        read = log.cache.get("surface_entries")  # the evidence walk's, when it ran
+        if read is not None:  # (an assistant message's acts do not depend on its text)
+            self.acts = {s: e.acts for s, e in read.items()
+                         if e.kind == "assistant/message"}
+        else:
+            asked = [s for s in log.entries if self.types[s] == "assistant/message"]
+            self.acts = {s: e.acts for s, e in zip(
+                asked, read_entries(log.events, plans, asked, {}, {}), strict=True)}
+        self._call_ids: dict[int, str | None] = {}
         self.calls: dict[str, tuple[int, str, Any]] = {}  # call id -> (seq, name, args)
         for s, acts in self.acts.items():
             for kind, name, arguments, call_id in acts:
@@ -413,11 +445,14 @@ class _Reader:
         return event
 
     def call_id(self, result_seq: int) -> str | None:
+        """The call a tool result answers (worked out once per result)."""
+        if result_seq in self._call_ids:
+            return self._call_ids[result_seq]
         source = self.log.source_of(result_seq)
         call_id = source.get("callId") if isinstance(source, Mapping) else None
-        if call_id is None:
-            return _call_id(self.event(result_seq))
-        return str(call_id)
+        got = _call_id(self.event(result_seq)) if call_id is None else str(call_id)
+        self._call_ids[result_seq] = got
+        return got
 
     def call_of(self, result_seq: int) -> tuple[int, ToolUse] | None:
         call_id = self.call_id(result_seq)
@@ -425,6 +460,27 @@ class _Reader:
         if found is None:
             return None
         return found[0], classify_call(found[1], found[2])
+
+    def failed(self, result_seq: int) -> bool:
+        """`_is_error_result` of a tool result; of a packed log's line, only its data's
+        `error` and its blocks' `isError` are decoded (the whole event where the line
+        has another shape)."""
+        event = self.events.get(result_seq)
+        line = (self.log.events.line_view(result_seq)
+                if event is None and isinstance(self.log.events, LogEvents) else None)
+        if line is not None:
+            try:
+                data = _FAILED.decode(line).data
+            except msgspec.DecodeError:
+                pass
+            else:
+                if data is None:
+                    return False
+                if data.error:
+                    return True
+                content = data.message.content if data.message is not None else None
+                return any(b.isError for b in content or ())
+        return _is_error_result(self.event(result_seq))
 
     def tool_calls(self, seq: int) -> list[tuple[str, Any, str]]:
         """(name, arguments, call id) of an assistant message's tool calls."""
@@ -461,8 +517,7 @@ def _result_fact(reader: _Reader, seq: int, text: str) -> tuple[str, str, ToolUs
     """(kind, text, use) of a tool result; kind "" when it carries no fact."""
     call = reader.call_of(seq)
     use = call[1] if call is not None else None
-    event = reader.event(seq)
-    failed = _is_error_result(event)
+    failed = reader.failed(seq)
     if any(text.lstrip().startswith(r) for r in _REJECTED):
         return "decision", _short(text), use
     if use is None:
@@ -492,33 +547,55 @@ def _result_fact(reader: _Reader, seq: int, text: str) -> tuple[str, str, ToolUs
     return "command", f"{_short(label, 100)} -> {_short(outcome, 80)}", use
 
 
+class _Parts:
+    """What `_Kept` reads of each surface entry, worked out once per entry for every
+    surface it is on: its lowered text with whitespace runs as one space, and the words
+    of its lowered text. (Entries are joined by newlines, which no word holds, which
+    split() cuts at and which ends a final sigma: so the joined surface's spaced text and
+    words are those of its entries', joined.)"""
+
+    def __init__(self, texts: Mapping[int, str]) -> None:
+        self.texts = texts
+        self._spaced: dict[int, str] = {}
+        self._words: dict[int, frozenset[str]] = {}
+
+    def spaced(self, seq: int) -> str:
+        got = self._spaced.get(seq)
+        if got is None:
+            got = self._spaced[seq] = " ".join(self.texts.get(seq, "").lower().split())
+        return got
+
+    def words(self, seq: int) -> frozenset[str]:
+        got = self._words.get(seq)
+        if got is None:
+            got = self._words[seq] = frozenset(_WORD.findall(
+                self.texts.get(seq, "").lower()))
+        return got
+
+
 class _Kept:
     """The surface after a replace: its texts and, apart, the arguments of its calls."""
 
-    def __init__(self, texts: list[str], calls: list[str]) -> None:
-        self.text = "\n".join(texts)
-        self._low: str | None = None
+    def __init__(self, nodes: list[int], parts: _Parts, calls: list[str]) -> None:
+        self.nodes = nodes
+        self.parts = parts
+        self.text = "\n".join([parts.texts.get(n, "") for n in nodes])
         self.calls = "\n".join(calls)
         self._words: set[str] | None = None
         self._spaced: str | None = None
 
     @property
-    def low(self) -> str:
-        if self._low is None:
-            self._low = self.text.lower()
-        return self._low
-
-    @property
     def spaced(self) -> str:
         """The lowered text with its whitespace runs as one space."""
         if self._spaced is None:
-            self._spaced = " ".join(self.low.split())
+            spaced = self.parts.spaced
+            self._spaced = " ".join([t for t in map(spaced, self.nodes) if t])
         return self._spaced
 
     @property
     def words(self) -> set[str]:
         if self._words is None:
-            self._words = set(_WORD.findall(self.low))
+            self._words = set().union(*map(self.parts.words, self.nodes))
         return self._words
 
     def path(self, path: str) -> str:
@@ -674,6 +751,8 @@ def _settled(log: LogData, reader: _Reader) -> Iterator[tuple[Any, _Kept]]:
     entries = log.entries
     texts = log.texts(entries[: bisect_right(entries, max(wanted, default=-1))])
     call_args: dict[int, str] = {}
+    parts = _Parts(texts)
+    acts = reader.acts  # (every assistant message on the surface, and only those)
 
     def calls_of(seq: int) -> str:
         got = call_args.get(seq)
@@ -689,8 +768,8 @@ def _settled(log: LogData, reader: _Reader) -> Iterator[tuple[Any, _Kept]]:
         for seq in entries[done:stop]:
             nodes = apply_plan(nodes, log.plans[seq])
         done = stop
-        calls = [calls_of(n) for n in nodes if reader.types[n] == "assistant/message"]
-        kept = _Kept([texts.get(n, "") for n in nodes], calls)
+        calls = [calls_of(n) for n in nodes if n in acts]
+        kept = _Kept(nodes, parts, calls)
         for seq in wanted[point]:
             yield replaces[seq], kept
 
@@ -917,10 +996,13 @@ def _brackets(log: LogData) -> list[Any]:
 def _recorded(log: LogData) -> set[int]:
     """The replaces that are recorded compactions (inside a compaction bracket or by a
     summary), where a user could notice the loss."""
-    traces = _brackets(log)
+    traces = _brackets(log)  # sorted by start
+    starts = [b.start for b in traces]
+    reach = list(accumulate((b.end for b in traces), max))  # the furthest end so far
     out = set()
-    for plan in log.replaces:
-        if any(b.start <= plan.seq <= b.end for b in traces):
+    for plan in log.replaces:  # in a bracket: one that starts at or before it ends at or after
+        at = bisect_right(starts, plan.seq) - 1
+        if at >= 0 and reach[at] >= plan.seq:
             out.add(plan.seq)
     return out
 
