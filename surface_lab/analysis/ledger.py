@@ -200,6 +200,7 @@ def _command_of(args: Any) -> str | None:
     return None
 
 
+@lru_cache(maxsize=1 << 14)
 def normal_command(command: str) -> str:
     """A command as compared for re-runs: stripped, a leading `cd X &&` taken off,
     whitespace collapsed."""
@@ -549,15 +550,13 @@ def _result_fact(reader: _Reader, seq: int, text: str) -> tuple[str, str, ToolUs
 
 class _Parts:
     """What `_Kept` reads of each surface entry, worked out once per entry for every
-    surface it is on: its lowered text with whitespace runs as one space, and the words
-    of its lowered text. (Entries are joined by newlines, which no word holds, which
-    split() cuts at and which ends a final sigma: so the joined surface's spaced text and
-    words are those of its entries', joined.)"""
+    surface it is on: its lowered text with whitespace runs as one space. (Entries are
+    joined by newlines, which split() cuts at and which ends a final sigma: so the joined
+    surface's spaced text is its entries', joined.)"""
 
     def __init__(self, texts: Mapping[int, str]) -> None:
         self.texts = texts
         self._spaced: dict[int, str] = {}
-        self._words: dict[int, frozenset[str]] = {}
 
     def spaced(self, seq: int) -> str:
         got = self._spaced.get(seq)
@@ -565,12 +564,22 @@ class _Parts:
             got = self._spaced[seq] = " ".join(self.texts.get(seq, "").lower().split())
         return got
 
-    def words(self, seq: int) -> frozenset[str]:
-        got = self._words.get(seq)
-        if got is None:
-            got = self._words[seq] = frozenset(_WORD.findall(
-                self.texts.get(seq, "").lower()))
-        return got
+
+_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_./-")  # `_WORD`'s class
+
+
+def _has_word(text: str, word: str) -> bool:
+    """Whether `word` (a `_WORD` match) is one of `_WORD.findall(text)`: those are the
+    maximal runs of its characters at least 4 long, so an occurrence of the word with no
+    such character on either side. (Found without listing every word of the text.)"""
+    n, end = len(word), len(text)
+    at = text.find(word)
+    while at >= 0:
+        if ((at == 0 or text[at - 1] not in _WORD_CHARS)
+                and (at + n == end or text[at + n] not in _WORD_CHARS)):
+            return True
+        at = text.find(word, at + 1)
+    return False
 
 
 class _Kept:
@@ -581,22 +590,16 @@ class _Kept:
         self.parts = parts
         self.text = "\n".join([parts.texts.get(n, "") for n in nodes])
         self.calls = "\n".join(calls)
-        self._words: set[str] | None = None
         self._spaced: str | None = None
 
     @property
     def spaced(self) -> str:
-        """The lowered text with its whitespace runs as one space."""
+        """The lowered text with its whitespace runs as one space (the lowered text's
+        words are its words: whitespace is none of their characters)."""
         if self._spaced is None:
             spaced = self.parts.spaced
             self._spaced = " ".join([t for t in map(spaced, self.nodes) if t])
         return self._spaced
-
-    @property
-    def words(self) -> set[str]:
-        if self._words is None:
-            self._words = set().union(*map(self.parts.words, self.nodes))
-        return self._words
 
     def path(self, path: str) -> str:
         forms = path_forms(path)
@@ -613,7 +616,8 @@ class _Kept:
         words = set(_WORD.findall(low))
         if not words:
             return "no"
-        share = len(words & self.words) / len(words)
+        spaced = self.spaced
+        share = sum(_has_word(spaced, w) for w in words) / len(words)
         return "yes" if share >= 0.8 else "partly" if share >= 0.4 else "no"
 
 
@@ -794,6 +798,8 @@ def _rank(facts: list[Fact]) -> None:
 
 
 def _questions(text: str) -> list[str]:
+    if "?" not in text:
+        return []  # (most texts: no part of them ends with a question mark)
     out = []
     for part in re.split(r"(?<=[?])\s+|\n", text):
         part = part.strip()
@@ -863,6 +869,12 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
                 if (call is not None and call[1].kind == "file-read" and call[1].target
                         and reads.get(call[1].target) is None):
                     reads.put(call[1].target, s)
+        # each part of a hidden compound command -> the first such command's result
+        parts: dict[str, int] = {}
+        for c, s in runs.items():
+            if "&&" in c:
+                for part in c.split("&&"):
+                    parts.setdefault(part.strip(), s)
         end = replaces[i + 1] if i + 1 < len(replaces) else len(types)
         changed = _Paths()
         dirty = False  # a file changed since the replace
@@ -896,9 +908,7 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
                     elif use.kind == "command" and use.tool.lower() in SHELL_TOOLS:
                         hit_seq = runs.get(normal_command(use.target))
                         if hit_seq is None:  # one part of a hidden compound command
-                            hit_seq = next((s for c, s in runs.items() if "&&" in c
-                                            and normal_command(use.target) in
-                                            [p.strip() for p in c.split("&&")]), None)
+                            hit_seq = parts.get(normal_command(use.target))
                         if hit_seq is not None and not dirty:
                             redo = ("re-run", hit_seq, use.target)
                     if (redo is None and use.kind == "command"
