@@ -310,3 +310,12 @@ class TestSurfaceMatchingShortcuts:
             [*sorted(words), "abcx", "path/to.py", "xyz0", "ver."])))
         for word in asked:
             assert _has_word(kept.spaced, word) == (word in words)
+
+    @settings(max_examples=300, deadline=None)
+    @given(TEXTS, st.integers(min_value=1, max_value=12))
+    def test_a_shortened_text_is_the_head_of_the_whole_spaced_text(
+            self, text: str, n: int) -> None:
+        from surface_lab.analysis.ledger import _short
+
+        spaced = " ".join(text.split())
+        assert _short(text, n) == (spaced if len(spaced) <= n else spaced[: n - 1] + "…")

@@ -343,6 +343,10 @@ def error_line(text: str) -> str | None:
 
 
 def _short(text: str, n: int = 160) -> str:
+    if len(text) > 2 * n:  # the spaced head of a text is the head of its spaced text
+        head = " ".join(text[: 2 * n].split())
+        if len(head) > n:
+            return head[: n - 1] + "…"
     text = " ".join(text.split())
     return text if len(text) <= n else text[: n - 1] + "…"
 
@@ -837,9 +841,12 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
         rows = by_replace.get(rseq, [])
         hidden_texts = texts_by_replace.get(rseq, {})
         # what a re-do could get back: tool results and user messages
-        targets = [t for s, t in hidden_texts.items()
-                   if types[s] in ("tool/result", "user/message") and t.strip()]
-        unmeasurable[rseq] = bool(targets) and all(map(is_redacted, targets))
+        # (all of them redacted, and one at least: the first one that is not decides)
+        targets = (t for s, t in hidden_texts.items()
+                   if types[s] in ("tool/result", "user/message") and t.strip())
+        first = next(targets, None)
+        unmeasurable[rseq] = first is not None and is_redacted(first) and all(
+            map(is_redacted, targets))
         if unmeasurable[rseq]:
             continue
         reads = _Paths()  # path -> hidden read result seq
