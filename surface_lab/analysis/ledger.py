@@ -19,7 +19,7 @@ import json
 import re
 import shlex
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import accumulate
@@ -589,12 +589,22 @@ def _has_word(text: str, word: str) -> bool:
 class _Kept:
     """The surface after a replace: its texts and, apart, the arguments of its calls."""
 
-    def __init__(self, nodes: list[int], parts: _Parts, calls: list[str]) -> None:
-        self.nodes = nodes
+    def __init__(self, nodes: list[int], parts: _Parts,
+                 calls_of: Callable[[list[int]], list[str]]) -> None:
+        self.nodes = list(nodes)  # (the walk appends to its list in place)
         self.parts = parts
         self.text = "\n".join([parts.texts.get(n, "") for n in nodes])
-        self.calls = "\n".join(calls)
+        self._calls_of = calls_of
+        self._calls: str | None = None
         self._spaced: str | None = None
+
+    @property
+    def calls(self) -> str:
+        """The name and arguments of each call on the surface, one a line (worked out
+        when first asked: most facts are found in the text)."""
+        if self._calls is None:
+            self._calls = "\n".join(self._calls_of(self.nodes))
+        return self._calls
 
     @property
     def spaced(self) -> str:
@@ -769,6 +779,9 @@ def _settled(log: LogData, reader: _Reader) -> Iterator[tuple[Any, _Kept]]:
                 f"{name} {arguments}" for name, arguments, _ in reader.tool_calls(seq))
         return got
 
+    def surface_calls(nodes: list[int]) -> list[str]:
+        return [calls_of(n) for n in nodes if n in acts]
+
     nodes: list[int] = []
     done = 0
     for point in sorted(wanted):
@@ -776,8 +789,7 @@ def _settled(log: LogData, reader: _Reader) -> Iterator[tuple[Any, _Kept]]:
         for seq in entries[done:stop]:
             nodes = apply_plan(nodes, log.plans[seq])
         done = stop
-        calls = [calls_of(n) for n in nodes if n in acts]
-        kept = _Kept(nodes, parts, calls)
+        kept = _Kept(nodes, parts, surface_calls)
         for seq in wanted[point]:
             yield replaces[seq], kept
 
