@@ -30,7 +30,7 @@ import msgspec
 from ..events import message_of
 from ..jsonvalue import loads
 from ..reading.sequences import LogEvents
-from ..surface import apply_plan
+from ..surface import PlanList, apply_plan
 from .brackets import brackets, settle_points
 from .facts import author_from
 from .source import LogData
@@ -332,7 +332,7 @@ def is_redacted(text: str) -> bool:
 
 
 def _exit_code(text: str) -> int | None:
-    m = _EXIT.search(text[:400]) or _EXIT.search(text[-400:])
+    m = _EXIT.search(text[:400]) or (_EXIT.search(text[-400:]) if len(text) > 400 else None)
     return int(m.group(1)) if m else None
 
 
@@ -418,7 +418,6 @@ class _Reader:
     them)."""
 
     def __init__(self, log: LogData) -> None:
-        from ..surface import PlanList
         from .evidence import read_entries
 
         self.log = log
@@ -782,12 +781,19 @@ def _settled(log: LogData, reader: _Reader) -> Iterator[tuple[Any, _Kept]]:
     def surface_calls(nodes: list[int]) -> list[str]:
         return [calls_of(n) for n in nodes if n in acts]
 
+    plans = log.plans
+    # an entry's plan is an append of itself unless it is a replace (no plan made)
+    only = plans.replaces if isinstance(plans, PlanList) else None
     nodes: list[int] = []
     done = 0
     for point in sorted(wanted):
         stop = bisect_right(entries, point)
         for seq in entries[done:stop]:
-            nodes = apply_plan(nodes, log.plans[seq])
+            plan = plans[seq] if only is None else only.get(seq)
+            if plan is None:
+                nodes.append(seq)
+            else:
+                nodes = apply_plan(nodes, plan)
         done = stop
         kept = _Kept(nodes, parts, surface_calls)
         for seq in wanted[point]:
@@ -849,6 +855,7 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
     types = reader.types
     inside = _inside_brackets(log)
     actors = log.seqs_of_type("assistant/message", "user/message")
+    shown_args: dict[str, str] = {}  # a call's arguments as a re-do shows them
     for i, rseq in enumerate(replaces):
         rows = by_replace.get(rseq, [])
         hidden_texts = texts_by_replace.get(rseq, {})
@@ -936,8 +943,13 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
                         if hit_seq is not None:
                             redo = ("repeat-call", hit_seq, use.target)
                     if redo is not None:
-                        out.append(Redo(seq, redo[0], rseq, redo[1], use.tool,
-                                        _short(_canonical(arguments), 300),
+                        shown = (shown_args.get(arguments) if isinstance(arguments, str)
+                                 else None)
+                        if shown is None:
+                            shown = _short(_canonical(arguments), 300)
+                            if isinstance(arguments, str):
+                                shown_args[arguments] = shown
+                        out.append(Redo(seq, redo[0], rseq, redo[1], use.tool, shown,
                                         redo[2], call_id))
             elif kind == "user/message" and rseq in recorded:
                 if author_from(kind, log.source_of(seq)) != "user":
