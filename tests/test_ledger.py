@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from shared_logs import require_shared
 
 from surface_lab.analysis.ledger import classify_call, fact_ledger, is_redacted, path_forms
@@ -283,3 +285,37 @@ def test_the_samples_audit_with_true_counts(name: str) -> None:
     facts = frame[frame["kind"] != "unmeasurable"]
     assert list(audit["n_at_risk"]) == [int((facts["replace_seq"] == s).sum())
                                         for s in audit["seq"]]
+
+
+class TestSurfaceMatchingShortcuts:
+    """The kept-side checks work on each entry once and find a word without listing the
+    surface's words; they must answer as the plain reading of the joined surface does."""
+
+    # (Greek sigmas in three forms and a dotted capital I: lowering is context-sensitive)
+    TEXTS = st.lists(st.sampled_from(
+        [*"abcxyz019_./- \n\t\u00a0\u03a3\u03c3\u03c2A\u0130\u00df,:;!?()", "ver",
+         "path/to.py", "\u0391\u03a3"]), max_size=40).map("".join)
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(TEXTS, max_size=6), st.data())
+    def test_spaced_and_words_are_those_of_the_joined_surface(
+            self, parts: list[str], data: Any) -> None:
+        from surface_lab.analysis.ledger import _WORD, _has_word, _Kept, _Parts
+
+        kept = _Kept(list(range(len(parts))), _Parts(dict(enumerate(parts))), [])
+        joined = "\n".join(parts).lower()
+        assert kept.spaced == " ".join(joined.split())
+        words = set(_WORD.findall(joined))
+        asked = data.draw(st.lists(st.sampled_from(
+            [*sorted(words), "abcx", "path/to.py", "xyz0", "ver."])))
+        for word in asked:
+            assert _has_word(kept.spaced, word) == (word in words)
+
+    @settings(max_examples=300, deadline=None)
+    @given(TEXTS, st.integers(min_value=1, max_value=12))
+    def test_a_shortened_text_is_the_head_of_the_whole_spaced_text(
+            self, text: str, n: int) -> None:
+        from surface_lab.analysis.ledger import _short
+
+        spaced = " ".join(text.split())
+        assert _short(text, n) == (spaced if len(spaced) <= n else spaced[: n - 1] + "…")

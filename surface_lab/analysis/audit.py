@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..gcpause import gc_paused
-from ..surface import apply_plan
+from ..surface import PlanList, apply_plan
 from .brackets import Bracket, brackets, replacement_columns, settle_points
-from .evidence import find_lost_evidence
+from .evidence import find_lost_evidence, surface_entries
 from .facts import (
     DEFAULT_RULES,
     FactRules,
@@ -94,10 +94,20 @@ def facts_at_risk_by_replace(log: LogData, rules: FactRules = DEFAULT_RULES, *,
 
 def lost_evidence_counts(log: LogData) -> Counter[int]:
     """How many later actions show the agent needed what each replace hid, by the
-    replace's seq (`find_lost_evidence`, reusing the texts the audit decoded)."""
-    known = log.entries if log.replaces else []
+    replace's seq (`find_lost_evidence`, reusing the texts the audit decoded). The
+    surface events are read once and kept in `log.cache["surface_entries"]`, where the
+    facts ledger reads the assistant messages' calls."""
+    if not log.replaces:
+        return Counter()  # nothing was ever hidden: nothing to read
+    plans = log.plans if isinstance(log.plans, PlanList) else PlanList.of(log.plans)
+    entries = log.cache.get("surface_entries")
+    if entries is None:
+        known = log.entries
+        with gc_paused():  # tens of thousands of small acyclic tuples
+            entries = log.cache["surface_entries"] = surface_entries(
+                log.events, plans, texts=log.texts(known), sources=log.sources(known))
     return Counter(e.replace_seq for e in find_lost_evidence(
-        log.events, log.plans, texts=log.texts(known), sources=log.sources(known)))
+        log.events, plans, entries=entries))
 
 
 def audit_columns(log: LogData, *, rules: FactRules | None = None, progress: bool = False,
@@ -116,6 +126,10 @@ def audit_columns(log: LogData, *, rules: FactRules | None = None, progress: boo
     from .ledger import audit_facts, fact_ledger
 
     rep = replacement_columns(log) if replacements is None else replacements
+    # the evidence walk first: the ledger reads the surface entries it read
+    with step_bar("evidence of loss", 1, progress, unit=" pass") as bar:
+        lost = lost_evidence_counts(log)
+        bar.update(1)
     # many acyclic events and texts: no collection while they are built
     with step_bar("facts at risk", 1, progress, unit=" pass") as bar, gc_paused():
         ledger = fact_ledger(log)
@@ -126,9 +140,6 @@ def audit_columns(log: LogData, *, rules: FactRules | None = None, progress: boo
             at_risk = facts_at_risk_by_replace(log, rules)
         tops = [at_risk[seq] for seq in rep["seq"]]
         counts = [len(f) for f in tops]
-    with step_bar("evidence of loss", 1, progress, unit=" pass") as bar:
-        lost = lost_evidence_counts(log)
-        bar.update(1)
     redos = Counter(r.replace_seq for r in ledger.redos)
     return {
         "shadowed_type_counts": [dict(Counter(types)) for types in rep["shadowed_types"]],

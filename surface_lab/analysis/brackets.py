@@ -45,6 +45,9 @@ def brackets(source: LogData | Sequence[Event]) -> list[Bracket]:
     """Every compaction bracket of a log (an unclosed one runs to the end). Only the trace
     events are read, found by their type."""
     log = source if isinstance(source, LogData) else LogData("events", source)
+    known: list[Bracket] | None = log.cache.get("brackets")
+    if known is not None:  # (found once per log: the audit's steps each ask)
+        return list(known)
     out: list[Bracket] = []
     open_at: dict[Any, int] = {}
     summaries: dict[Any, Mapping[str, Any]] = {}
@@ -62,7 +65,8 @@ def brackets(source: LogData | Sequence[Event]) -> list[Bracket]:
             out.append(_bracket(cid, open_at.pop(cid), seq, summaries.get(cid)))
     out += [_bracket(cid, at, len(log.events), summaries.get(cid))
             for cid, at in open_at.items()]
-    return sorted(out, key=lambda b: b.start)
+    found = log.cache["brackets"] = sorted(out, key=lambda b: b.start)
+    return list(found)
 
 
 def _bracket(cid: Any, start: int, end: int, summary: Mapping[str, Any] | None) -> Bracket:

@@ -24,7 +24,7 @@ from ..reading.sequences import LogEvents, MessageLine
 from ..surface import APPEND, LOG_ONLY, Plan, PlanList, apply_plan, plan_event
 from .facts import DEFAULT_RULES, author_from, author_of, find_mentions
 
-__all__ = ["KINDS", "LostEvidence", "find_lost_evidence", "plan_log"]
+__all__ = ["KINDS", "LostEvidence", "find_lost_evidence", "plan_log", "surface_entries"]
 
 KINDS = ("repeated-call", "same-target", "re-asked")
 _PATH = next(k for k in DEFAULT_RULES.kinds if k.name == "path").regex
@@ -274,9 +274,21 @@ def read_entries(events: Sequence[Event], plans: PlanList, seqs: list[int],
         yield _typed_entry(typed, text, appended)
 
 
+def surface_entries(events: Sequence[Event], plans: PlanList, *,
+                    texts: Mapping[int, str] | None = None,
+                    sources: Mapping[int, Any] | None = None) -> dict[int, _Entry]:
+    """What the walk reads of each surface event (`read_entries` of every seq whose plan
+    is not log-only), by seq: read once, it serves the walk and the facts ledger, which
+    reads the assistant messages' acts of it."""
+    seqs = _surface_seqs(plans)
+    return dict(zip(seqs, read_entries(events, plans, seqs, texts or {}, sources or {}),
+                    strict=True))
+
+
 def find_lost_evidence(events: Sequence[Event], plans: Sequence[Plan] | None = None, *,
                        texts: Mapping[int, str] | None = None,
-                       sources: Mapping[int, Any] | None = None) -> list[LostEvidence]:
+                       sources: Mapping[int, Any] | None = None,
+                       entries: Mapping[int, _Entry] | None = None) -> list[LostEvidence]:
     """Every action after a replace that shows the agent needed what it hid, in log order.
 
     Content counts as hidden at an action when the event is off the surface because a
@@ -293,19 +305,22 @@ def find_lost_evidence(events: Sequence[Event], plans: Sequence[Plan] | None = N
             a packed log's tool results and user messages whose text and source are
             known are not read again, and those whose text alone is known are read
             without it.
+        entries: `surface_entries` of this log with these texts and sources, when
+            already read (then neither the events nor the texts are read).
     """
     plans = (PlanList.of(plans if plans is not None else plan_log(events))
         if not isinstance(plans, PlanList) else plans)
     if not plans.replaces:
         return []  # nothing was ever hidden
-    seqs = _surface_seqs(plans)
+    seqs = _surface_seqs(plans) if entries is None else list(entries)
     walk = _Walk()
     replaces, known, hidden_by = plans.replaces, walk.texts, walk.hidden_by
     nodes: list[int] = []
     with gc_paused():  # tens of thousands of short-lived acyclic objects
         # each surface event read once (of a packed log's line, only what the walk reads)
-        for seq, entry in zip(seqs, read_entries(events, plans, seqs, texts or {}, sources or {}),
-                              strict=True):
+        read = (read_entries(events, plans, seqs, texts or {}, sources or {})
+                if entries is None else entries.values())
+        for seq, entry in zip(seqs, read, strict=True):
             known[seq] = entry.text
             replace = replaces.get(seq)
             for s in replace.shadowed if replace is not None else ():

@@ -19,14 +19,18 @@ import json
 import re
 import shlex
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import accumulate
 from typing import Any
+
+import msgspec
 
 from ..events import message_of
 from ..jsonvalue import loads
-from ..surface import apply_plan
+from ..reading.sequences import LogEvents
+from ..surface import PlanList, apply_plan
 from .brackets import brackets, settle_points
 from .facts import author_from
 from .source import LogData
@@ -196,6 +200,7 @@ def _command_of(args: Any) -> str | None:
     return None
 
 
+@lru_cache(maxsize=1 << 14)
 def normal_command(command: str) -> str:
     """A command as compared for re-runs: stripped, a leading `cd X &&` taken off,
     whitespace collapsed."""
@@ -327,7 +332,7 @@ def is_redacted(text: str) -> bool:
 
 
 def _exit_code(text: str) -> int | None:
-    m = _EXIT.search(text[:400]) or _EXIT.search(text[-400:])
+    m = _EXIT.search(text[:400]) or (_EXIT.search(text[-400:]) if len(text) > 400 else None)
     return int(m.group(1)) if m else None
 
 
@@ -338,6 +343,10 @@ def error_line(text: str) -> str | None:
 
 
 def _short(text: str, n: int = 160) -> str:
+    if len(text) > 2 * n:  # the spaced head of a text is the head of its spaced text
+        head = " ".join(text[: 2 * n].split())
+        if len(head) > n:
+            return head[: n - 1] + "…"
     text = " ".join(text.split())
     return text if len(text) <= n else text[: n - 1] + "…"
 
@@ -381,13 +390,34 @@ def _call_id(event: Mapping[str, Any]) -> str | None:
 # ------------------------------------------------------------------ the ledger
 
 
+class _FailedBlock(msgspec.Struct, gc=False):
+    isError: Any = None
+
+
+class _FailedMessage(msgspec.Struct, gc=False):
+    content: list[_FailedBlock] | None = None
+
+
+class _FailedData(msgspec.Struct, gc=False):
+    error: Any = None
+    message: _FailedMessage | None = None
+
+
+class _FailedLine(msgspec.Struct, gc=False):
+    """A tool result's line decoded of what `_is_error_result` reads alone."""
+
+    data: _FailedData | None = None
+
+
+_FAILED = msgspec.json.Decoder(_FailedLine)
+
+
 class _Reader:
     """A log's events read on demand; the assistant messages' tool calls and text blocks
     decoded once, in one typed pass (`evidence.read_entries`, as the evidence walk reads
     them)."""
 
     def __init__(self, log: LogData) -> None:
-        from ..surface import PlanList
         from .evidence import read_entries
 
         self.log = log
@@ -395,11 +425,17 @@ class _Reader:
         self.types = log.types
         self.replace_seqs = {p.seq for p in log.replaces}
         plans = log.plans if isinstance(log.plans, PlanList) else PlanList.of(log.plans)
-        asked = [s for s in log.entries if self.types[s] == "assistant/message"]
         # seq -> ((kind, name or text, arguments, call id), ...) of an assistant message
-        self.acts: dict[int, tuple[Any, ...]] = {
-            s: e.acts for s, e in zip(asked, read_entries(log.events, plans, asked, {}, {}),
-                                      strict=True)}
+        self.acts: dict[int, tuple[Any, ...]]
+        read = log.cache.get("surface_entries")  # the evidence walk's, when it ran
+        if read is not None:  # (an assistant message's acts do not depend on its text)
+            self.acts = {s: e.acts for s, e in read.items()
+                         if e.kind == "assistant/message"}
+        else:
+            asked = [s for s in log.entries if self.types[s] == "assistant/message"]
+            self.acts = {s: e.acts for s, e in zip(
+                asked, read_entries(log.events, plans, asked, {}, {}), strict=True)}
+        self._call_ids: dict[int, str | None] = {}
         self.calls: dict[str, tuple[int, str, Any]] = {}  # call id -> (seq, name, args)
         for s, acts in self.acts.items():
             for kind, name, arguments, call_id in acts:
@@ -413,11 +449,14 @@ class _Reader:
         return event
 
     def call_id(self, result_seq: int) -> str | None:
+        """The call a tool result answers (worked out once per result)."""
+        if result_seq in self._call_ids:
+            return self._call_ids[result_seq]
         source = self.log.source_of(result_seq)
         call_id = source.get("callId") if isinstance(source, Mapping) else None
-        if call_id is None:
-            return _call_id(self.event(result_seq))
-        return str(call_id)
+        got = _call_id(self.event(result_seq)) if call_id is None else str(call_id)
+        self._call_ids[result_seq] = got
+        return got
 
     def call_of(self, result_seq: int) -> tuple[int, ToolUse] | None:
         call_id = self.call_id(result_seq)
@@ -425,6 +464,27 @@ class _Reader:
         if found is None:
             return None
         return found[0], classify_call(found[1], found[2])
+
+    def failed(self, result_seq: int) -> bool:
+        """`_is_error_result` of a tool result; of a packed log's line, only its data's
+        `error` and its blocks' `isError` are decoded (the whole event where the line
+        has another shape)."""
+        event = self.events.get(result_seq)
+        line = (self.log.events.line_view(result_seq)
+                if event is None and isinstance(self.log.events, LogEvents) else None)
+        if line is not None:
+            try:
+                data = _FAILED.decode(line).data
+            except msgspec.DecodeError:
+                pass
+            else:
+                if data is None:
+                    return False
+                if data.error:
+                    return True
+                content = data.message.content if data.message is not None else None
+                return any(b.isError for b in content or ())
+        return _is_error_result(self.event(result_seq))
 
     def tool_calls(self, seq: int) -> list[tuple[str, Any, str]]:
         """(name, arguments, call id) of an assistant message's tool calls."""
@@ -461,8 +521,7 @@ def _result_fact(reader: _Reader, seq: int, text: str) -> tuple[str, str, ToolUs
     """(kind, text, use) of a tool result; kind "" when it carries no fact."""
     call = reader.call_of(seq)
     use = call[1] if call is not None else None
-    event = reader.event(seq)
-    failed = _is_error_result(event)
+    failed = reader.failed(seq)
     if any(text.lstrip().startswith(r) for r in _REJECTED):
         return "decision", _short(text), use
     if use is None:
@@ -492,34 +551,68 @@ def _result_fact(reader: _Reader, seq: int, text: str) -> tuple[str, str, ToolUs
     return "command", f"{_short(label, 100)} -> {_short(outcome, 80)}", use
 
 
+class _Parts:
+    """What `_Kept` reads of each surface entry, worked out once per entry for every
+    surface it is on: its lowered text with whitespace runs as one space. (Entries are
+    joined by newlines, which split() cuts at and which ends a final sigma: so the joined
+    surface's spaced text is its entries', joined.)"""
+
+    def __init__(self, texts: Mapping[int, str]) -> None:
+        self.texts = texts
+        self._spaced: dict[int, str] = {}
+
+    def spaced(self, seq: int) -> str:
+        got = self._spaced.get(seq)
+        if got is None:
+            got = self._spaced[seq] = " ".join(self.texts.get(seq, "").lower().split())
+        return got
+
+
+_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_./-")  # `_WORD`'s class
+
+
+def _has_word(text: str, word: str) -> bool:
+    """Whether `word` (a `_WORD` match) is one of `_WORD.findall(text)`: those are the
+    maximal runs of its characters at least 4 long, so an occurrence of the word with no
+    such character on either side. (Found without listing every word of the text.)"""
+    n, end = len(word), len(text)
+    at = text.find(word)
+    while at >= 0:
+        if ((at == 0 or text[at - 1] not in _WORD_CHARS)
+                and (at + n == end or text[at + n] not in _WORD_CHARS)):
+            return True
+        at = text.find(word, at + 1)
+    return False
+
+
 class _Kept:
     """The surface after a replace: its texts and, apart, the arguments of its calls."""
 
-    def __init__(self, texts: list[str], calls: list[str]) -> None:
-        self.text = "\n".join(texts)
-        self._low: str | None = None
-        self.calls = "\n".join(calls)
-        self._words: set[str] | None = None
+    def __init__(self, nodes: list[int], parts: _Parts,
+                 calls_of: Callable[[list[int]], list[str]]) -> None:
+        self.nodes = list(nodes)  # (the walk appends to its list in place)
+        self.parts = parts
+        self.text = "\n".join([parts.texts.get(n, "") for n in nodes])
+        self._calls_of = calls_of
+        self._calls: str | None = None
         self._spaced: str | None = None
 
     @property
-    def low(self) -> str:
-        if self._low is None:
-            self._low = self.text.lower()
-        return self._low
+    def calls(self) -> str:
+        """The name and arguments of each call on the surface, one a line (worked out
+        when first asked: most facts are found in the text)."""
+        if self._calls is None:
+            self._calls = "\n".join(self._calls_of(self.nodes))
+        return self._calls
 
     @property
     def spaced(self) -> str:
-        """The lowered text with its whitespace runs as one space."""
+        """The lowered text with its whitespace runs as one space (the lowered text's
+        words are its words: whitespace is none of their characters)."""
         if self._spaced is None:
-            self._spaced = " ".join(self.low.split())
+            spaced = self.parts.spaced
+            self._spaced = " ".join([t for t in map(spaced, self.nodes) if t])
         return self._spaced
-
-    @property
-    def words(self) -> set[str]:
-        if self._words is None:
-            self._words = set(_WORD.findall(self.low))
-        return self._words
 
     def path(self, path: str) -> str:
         forms = path_forms(path)
@@ -536,7 +629,8 @@ class _Kept:
         words = set(_WORD.findall(low))
         if not words:
             return "no"
-        share = len(words & self.words) / len(words)
+        spaced = self.spaced
+        share = sum(_has_word(spaced, w) for w in words) / len(words)
         return "yes" if share >= 0.8 else "partly" if share >= 0.4 else "no"
 
 
@@ -674,6 +768,8 @@ def _settled(log: LogData, reader: _Reader) -> Iterator[tuple[Any, _Kept]]:
     entries = log.entries
     texts = log.texts(entries[: bisect_right(entries, max(wanted, default=-1))])
     call_args: dict[int, str] = {}
+    parts = _Parts(texts)
+    acts = reader.acts  # (every assistant message on the surface, and only those)
 
     def calls_of(seq: int) -> str:
         got = call_args.get(seq)
@@ -682,15 +778,24 @@ def _settled(log: LogData, reader: _Reader) -> Iterator[tuple[Any, _Kept]]:
                 f"{name} {arguments}" for name, arguments, _ in reader.tool_calls(seq))
         return got
 
+    def surface_calls(nodes: list[int]) -> list[str]:
+        return [calls_of(n) for n in nodes if n in acts]
+
+    plans = log.plans
+    # an entry's plan is an append of itself unless it is a replace (no plan made)
+    only = plans.replaces if isinstance(plans, PlanList) else None
     nodes: list[int] = []
     done = 0
     for point in sorted(wanted):
         stop = bisect_right(entries, point)
         for seq in entries[done:stop]:
-            nodes = apply_plan(nodes, log.plans[seq])
+            plan = plans[seq] if only is None else only.get(seq)
+            if plan is None:
+                nodes.append(seq)
+            else:
+                nodes = apply_plan(nodes, plan)
         done = stop
-        calls = [calls_of(n) for n in nodes if reader.types[n] == "assistant/message"]
-        kept = _Kept([texts.get(n, "") for n in nodes], calls)
+        kept = _Kept(nodes, parts, surface_calls)
         for seq in wanted[point]:
             yield replaces[seq], kept
 
@@ -715,6 +820,8 @@ def _rank(facts: list[Fact]) -> None:
 
 
 def _questions(text: str) -> list[str]:
+    if "?" not in text:
+        return []  # (most texts: no part of them ends with a question mark)
     out = []
     for part in re.split(r"(?<=[?])\s+|\n", text):
         part = part.strip()
@@ -748,13 +855,17 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
     types = reader.types
     inside = _inside_brackets(log)
     actors = log.seqs_of_type("assistant/message", "user/message")
+    shown_args: dict[str, str] = {}  # a call's arguments as a re-do shows them
     for i, rseq in enumerate(replaces):
         rows = by_replace.get(rseq, [])
         hidden_texts = texts_by_replace.get(rseq, {})
         # what a re-do could get back: tool results and user messages
-        targets = [t for s, t in hidden_texts.items()
-                   if types[s] in ("tool/result", "user/message") and t.strip()]
-        unmeasurable[rseq] = bool(targets) and all(map(is_redacted, targets))
+        # (all of them redacted, and one at least: the first one that is not decides)
+        targets = (t for s, t in hidden_texts.items()
+                   if types[s] in ("tool/result", "user/message") and t.strip())
+        first = next(targets, None)
+        unmeasurable[rseq] = first is not None and is_redacted(first) and all(
+            map(is_redacted, targets))
         if unmeasurable[rseq]:
             continue
         reads = _Paths()  # path -> hidden read result seq
@@ -784,6 +895,12 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
                 if (call is not None and call[1].kind == "file-read" and call[1].target
                         and reads.get(call[1].target) is None):
                     reads.put(call[1].target, s)
+        # each part of a hidden compound command -> the first such command's result
+        parts: dict[str, int] = {}
+        for c, s in runs.items():
+            if "&&" in c:
+                for part in c.split("&&"):
+                    parts.setdefault(part.strip(), s)
         end = replaces[i + 1] if i + 1 < len(replaces) else len(types)
         changed = _Paths()
         dirty = False  # a file changed since the replace
@@ -817,9 +934,7 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
                     elif use.kind == "command" and use.tool.lower() in SHELL_TOOLS:
                         hit_seq = runs.get(normal_command(use.target))
                         if hit_seq is None:  # one part of a hidden compound command
-                            hit_seq = next((s for c, s in runs.items() if "&&" in c
-                                            and normal_command(use.target) in
-                                            [p.strip() for p in c.split("&&")]), None)
+                            hit_seq = parts.get(normal_command(use.target))
                         if hit_seq is not None and not dirty:
                             redo = ("re-run", hit_seq, use.target)
                     if (redo is None and use.kind == "command"
@@ -828,8 +943,13 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
                         if hit_seq is not None:
                             redo = ("repeat-call", hit_seq, use.target)
                     if redo is not None:
-                        out.append(Redo(seq, redo[0], rseq, redo[1], use.tool,
-                                        _short(_canonical(arguments), 300),
+                        shown = (shown_args.get(arguments) if isinstance(arguments, str)
+                                 else None)
+                        if shown is None:
+                            shown = _short(_canonical(arguments), 300)
+                            if isinstance(arguments, str):
+                                shown_args[arguments] = shown
+                        out.append(Redo(seq, redo[0], rseq, redo[1], use.tool, shown,
                                         redo[2], call_id))
             elif kind == "user/message" and rseq in recorded:
                 if author_from(kind, log.source_of(seq)) != "user":
@@ -917,10 +1037,13 @@ def _brackets(log: LogData) -> list[Any]:
 def _recorded(log: LogData) -> set[int]:
     """The replaces that are recorded compactions (inside a compaction bracket or by a
     summary), where a user could notice the loss."""
-    traces = _brackets(log)
+    traces = _brackets(log)  # sorted by start
+    starts = [b.start for b in traces]
+    reach = list(accumulate((b.end for b in traces), max))  # the furthest end so far
     out = set()
-    for plan in log.replaces:
-        if any(b.start <= plan.seq <= b.end for b in traces):
+    for plan in log.replaces:  # in a bracket: one that starts at or before it ends at or after
+        at = bisect_right(starts, plan.seq) - 1
+        if at >= 0 and reach[at] >= plan.seq:
             out.add(plan.seq)
     return out
 
