@@ -557,6 +557,7 @@ def _tool_names(log: Any, types: Any, n: int) -> Any:
     import pyarrow as pa
 
     from .analysis.events import Coded
+    from .reading.sequences import LogEvents
 
     if isinstance(types, Coded):
         names = list(types.categories)
@@ -566,8 +567,10 @@ def _tool_names(log: Any, types: Any, n: int) -> Any:
     else:
         calls = [i for i, t in enumerate(types) if t == "tool/call"]
     tools = np.full(n, None, dtype=object)
+    events = log.events
+    read = events.raw if isinstance(events, LogEvents) else events.__getitem__  # unfrozen
     for seq in calls:
-        data = log.events[seq].get("data")
+        data = read(seq).get("data")
         name = data.get("name") if isinstance(data, dict) else None
         tools[seq] = _clean(name) if isinstance(name, str) else None
     return pa.array(tools, type=pa.string())
