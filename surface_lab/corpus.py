@@ -479,7 +479,7 @@ def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
                      problems: list[Any], created: int | None) -> dict[str, dict[str, Any]]:
     """Every table's columns for one session (all the fallible work, before any row is
     added to a task's tables)."""
-    log = box.pop()  # the only reference: the log is let go before the events go to Arrow
+    log = box.pop()  # the only reference: the log is let go once its tables are made
     from .analysis.audit import facts_at_risk_by_replace
     from .analysis.brackets import replacement_columns
     from .analysis.events import event_arrays
@@ -489,6 +489,26 @@ def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
     tables: dict[str, dict[str, Any]] = {
         name: {c: [] for c in schema.names} for name, schema in _schemas().items()}
     ev = event_arrays(log)
+    n = len(ev["seq"])
+    tools = _tool_names(log, ev["type"], n)
+    # The events go to Arrow before the other tables are worked out: the numpy columns
+    # are let go one by one as they are converted, so they never sit beside the
+    # replaces' and the facts' work (memory: one copy of the events, then the rest)
+    events = tables["events"]
+    schema = _held_schemas()["events"]
+    for column in events:
+        if column in _KEYS:
+            events[column] = _repeat({"session_id": session_id, "session_key": key,
+                                      "source": source}[column], n)
+        elif column == "n_sources":
+            events[column] = [len(s) if s is not None else None
+                              for s in ev.pop("source_event_seqs")]
+        elif column == "tool":
+            events[column] = tools
+        else:  # each numpy column is let go once it is in Arrow (memory: one copy)
+            events[column] = _arrow(ev.pop(column) if column != "type" else ev[column],
+                                    schema.field(column).type)
+    del ev
     rep = replacement_columns(log)
     at_risk: dict[int, list[str]] = {}
     if rep["seq"]:
@@ -505,26 +525,10 @@ def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
                           ("problem", _clean(str(first)) if first else None),
                           ("problem_line", first.line if first else None)):
         sessions[column].append(value)
-    n = len(ev["seq"])
-    tools = _tool_names(log, ev["type"], n)
     ids = {"session_id": session_id, "session_key": key, "source": source}
     _add_lost_evidence(tables["lost_evidence"], log, ids)
     _add_requests(tables["requests"], log.cache.get("billed") or [], ids)
     del log
-    events = tables["events"]
-    schema = _schemas()["events"]
-    for column in events:
-        if column in _KEYS:
-            events[column] = _repeat({"session_id": session_id, "session_key": key,
-                                      "source": source}[column], n)
-        elif column == "n_sources":
-            events[column] = [len(s) if s is not None else None
-                              for s in ev.pop("source_event_seqs")]
-        elif column == "tool":
-            events[column] = tools
-        else:  # each numpy column is let go once it is in Arrow (memory: one copy)
-            events[column] = _arrow(ev.pop(column) if column != "type" else ev[column],
-                                    schema.field(column).type)
     replaces = tables["replaces"]
     for i, seq in enumerate(rep["seq"]):
         for column in replaces:
@@ -577,13 +581,13 @@ def _tool_names(log: Any, types: Any, n: int) -> Any:
 
 
 def _repeat(value: str, n: int) -> Any:
-    """One string `n` times, as a dictionary-encoded column cast to the schema's string."""
+    """One string `n` times, as a dictionary-encoded column (cast to the schema's string
+    only a row group at a time, when written: `_HELD`)."""
     import numpy as np
     import pyarrow as pa
 
     return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype="int32")),
-                                          pa.array([value], type=pa.string())
-                                          ).cast(pa.string())
+                                          pa.array([value], type=pa.string()))
 
 
 def _arrow(values: Any, kind: Any) -> Any:
@@ -602,7 +606,10 @@ def _arrow(values: Any, kind: Any) -> Any:
     if isinstance(values, Coded):
         codes = np.asarray(values.codes)
         index = pa.array(codes.astype("int32"), mask=codes < 0)
-        return pc.take(pa.array(list(values.categories), type=pa.string()), index).cast(kind)
+        names = pa.array(list(values.categories), type=pa.string())
+        if pa.types.is_dictionary(kind):  # held as codes, cast when written (`_HELD`)
+            return pa.DictionaryArray.from_arrays(index, names)
+        return pc.take(names, index).cast(kind)
     if isinstance(values, np.ndarray) and values.dtype != object:
         if pa.types.is_timestamp(kind):
             return pa.array(values.astype("int64"), type=pa.int64()).cast(kind)
@@ -629,6 +636,23 @@ def _add_lost_evidence(table: dict[str, Any], log: Any, ids: dict[str, str]) -> 
 
 
 _KEYS = ("session_id", "session_key", "source")
+# The events' columns of few distinct strings (the keys, the type, the role, the op) are
+# held dictionary-encoded until written, a row group at a time, as the schema's strings:
+# a million events' source paths would be a hundred megabytes as strings, a few as codes.
+_HELD = (*_KEYS, "type", "surface_op", "role")
+
+
+def _held_schemas() -> dict[str, Any]:
+    """`_schemas()` as a task holds its tables before writing (`_HELD`)."""
+    import pyarrow as pa
+
+    schemas = _schemas()
+    events = schemas["events"]
+    for name in _HELD:
+        events = events.set(events.get_field_index(name),
+                            pa.field(name, pa.dictionary(pa.int32(), pa.string())))
+    schemas["events"] = events
+    return schemas
 
 
 @dataclass
@@ -651,7 +675,7 @@ def _session_tables(ref: SessionRef) -> _SessionTables:
     from .analysis.source import LogData
     from .problems import Problem
 
-    schemas = _schemas()
+    schemas = _held_schemas()
     try:
         log, session_id, fmt, problems, created = _read_session(ref)
         box = [log]
@@ -705,7 +729,7 @@ def _task_tables(task: Task) -> tuple[dict[str, Any], list[_SessionTables],
         if len(copies) > 1:
             duplicates.append({"session_id": session_id, "kept": best.key,
                                "dropped": sorted(c.key for c in copies if c is not best)})
-    schemas = _schemas()
+    schemas = _held_schemas()
     kept.sort(key=lambda k: (k.session_id, k.key))  # the files' order
     tables = {name: pa.concat_tables([k.tables[name] for k in kept] or
                                      [schema.empty_table()])
@@ -722,6 +746,11 @@ def _sort_key(name: str) -> list[tuple[str, str]]:
     return [(k, "ascending") for k in ["session_id", "session_key", *keys]]
 
 
+# Rows a Parquet row group holds at most: the writer holds one group's pages, not the
+# table's (a session of a million events is written in sixteen groups).
+ROW_GROUP = 1 << 16
+
+
 def write_chunk(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
     """Read one task's sessions and write every table of it (deterministic file names,
     written to a temporary name and renamed, so a retry overwrites). Returns the rows of
@@ -730,6 +759,7 @@ def write_chunk(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
 
     root = Path(out)
     tables, kept, duplicates = _task_tables(task)
+    schemas = _schemas()
     files = {}
     for name in TABLES:
         table = tables[name]
@@ -740,7 +770,11 @@ def write_chunk(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
         target = root / name / f"date={task.date}" / task.file_name
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        pq.write_table(table, temporary, compression="zstd")
+        schema = schemas[name]
+        with pq.ParquetWriter(temporary, schema, compression="zstd") as writer:
+            # a row group at a time: only one group's held columns are cast to strings
+            for start in range(0, max(table.num_rows, 1), ROW_GROUP):
+                writer.write_table(table.slice(start, ROW_GROUP).cast(schema))
         os.replace(temporary, target)
         files[name] = {"path": str(target.relative_to(root)), "rows": table.num_rows}
     kept.sort(key=lambda k: (k.session_id, k.key))
