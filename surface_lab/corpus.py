@@ -712,29 +712,82 @@ def _best(copies: list[_SessionTables]) -> _SessionTables:
     return min(copies, key=lambda c: (c.errors, -c.events, c.key))
 
 
-def _task_tables(task: Task) -> tuple[dict[str, Any], list[_SessionTables],
-                                      list[dict[str, Any]]]:
-    """Every table of a task, the sessions kept, and the copies of one id resolved."""
-    import pyarrow as pa
+class _Spill:
+    """A task's sessions set aside as they are read: each table's rows in an Arrow IPC
+    file, cast to the schema's strings a row group at a time (memory: one session's
+    work, not the task's tables), taken back session by session in the files' order once
+    every copy of every id is known."""
 
+    def __init__(self, folder: Path) -> None:
+        import pyarrow as pa
+
+        self._paths = {name: folder / f"{name}.arrow" for name in TABLES}
+        self._writers = {name: pa.ipc.new_file(str(self._paths[name]), schema)
+                         for name, schema in _schemas().items()}
+        self._batches = dict.fromkeys(TABLES, 0)
+
+    def put(self, read: _SessionTables) -> _SessionTables:
+        """`read` with its tables written out, each replaced by its batch numbers."""
+        schemas = _schemas()
+        spilled = {}
+        for name in TABLES:
+            table = read.tables[name]
+            first = self._batches[name]
+            for start in range(0, table.num_rows, ROW_GROUP):
+                part = table.slice(start, ROW_GROUP).cast(schemas[name])
+                for batch in part.to_batches():
+                    self._writers[name].write_batch(batch)
+                    self._batches[name] += 1
+            spilled[name] = range(first, self._batches[name])
+        read.tables = spilled
+        return read
+
+    def close(self) -> None:
+        for writer in self._writers.values():
+            writer.close()
+
+    def tables(self, name: str, kept: list[_SessionTables]) -> Iterator[Any]:
+        """The kept sessions' `name` rows in `kept`'s order, as tables: a session's whole
+        (sorted by the table's key) or, for the events (in order already), a batch at a
+        time."""
+        import pyarrow as pa
+
+        schema = _schemas()[name]
+        with pa.OSFile(str(self._paths[name])) as f:  # read, not mapped: pages let go
+            spill = pa.ipc.open_file(f)
+            for k in kept:
+                if name == "events":
+                    for i in k.tables[name]:
+                        yield pa.Table.from_batches([spill.get_batch(i)], schema=schema)
+                    continue
+                table = pa.Table.from_batches([spill.get_batch(i) for i in k.tables[name]],
+                                              schema=schema)
+                # each session sorted, the sessions in (session_id, session_key) order and
+                # the sort stable: the task's table sorted whole
+                yield table.sort_by(_sort_key(name))
+
+
+def _task_tables(task: Task, spill: _Spill) -> tuple[list[_SessionTables],
+                                                     list[dict[str, Any]]]:
+    """Read a task's sessions into `spill`: the sessions kept (in the files' order) and
+    the copies of one id resolved."""
     kept: list[_SessionTables] = []
     duplicates: list[dict[str, Any]] = []
     groups: dict[str, list[_SessionTables]] = {}
-    for ref in task.sessions:
-        read = _session_tables(ref)
-        groups.setdefault(read.session_id, []).append(read)
+    try:
+        for ref in task.sessions:
+            read = spill.put(_session_tables(ref))
+            groups.setdefault(read.session_id, []).append(read)
+    finally:
+        spill.close()
     for session_id, copies in groups.items():
         best = _best(copies)
         kept.append(best)
         if len(copies) > 1:
             duplicates.append({"session_id": session_id, "kept": best.key,
                                "dropped": sorted(c.key for c in copies if c is not best)})
-    schemas = _held_schemas()
     kept.sort(key=lambda k: (k.session_id, k.key))  # the files' order
-    tables = {name: pa.concat_tables([k.tables[name] for k in kept] or
-                                     [schema.empty_table()])
-              for name, schema in schemas.items()}
-    return tables, kept, duplicates
+    return kept, duplicates
 
 
 def _sort_key(name: str) -> list[tuple[str, str]]:
@@ -746,38 +799,64 @@ def _sort_key(name: str) -> list[tuple[str, str]]:
     return [(k, "ascending") for k in ["session_id", "session_key", *keys]]
 
 
-# Rows a Parquet row group holds at most: the writer holds one group's pages, not the
-# table's (a session of a million events is written in sixteen groups).
+# Rows a Parquet row group holds at most: small sessions are gathered up to it (few row
+# groups for a query to open), a large one is written in groups of it (the writer holds
+# one group's pages, not the session's).
 ROW_GROUP = 1 << 16
+
+
+def _write_table(path: Path, name: str, tables: Iterable[Any]) -> int:
+    """Write one table of a task from its sessions' tables, in order; the rows written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = 0
+    pending: list[Any] = []
+    held = 0
+    with pq.ParquetWriter(path, _schemas()[name], compression="zstd") as writer:
+        for table in tables:
+            rows += table.num_rows
+            pending.append(table)
+            held += table.num_rows
+            if held >= ROW_GROUP:
+                writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP)
+                pending, held = [], 0
+        if pending or not rows:
+            writer.write_table(pa.concat_tables(pending) if pending
+                               else _schemas()[name].empty_table())
+    return rows
 
 
 def write_chunk(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
     """Read one task's sessions and write every table of it (deterministic file names,
     written to a temporary name and renamed, so a retry overwrites). Returns the rows of
-    the manifest for this task."""
-    import pyarrow.parquet as pq
+    the manifest for this task.
+
+    Memory is one session's work, not the task's: each session's tables are set aside on
+    disk as it is read (`_Spill`), then each table is streamed to Parquet session by
+    session."""
+    import tempfile
 
     root = Path(out)
-    tables, kept, duplicates = _task_tables(task)
-    schemas = _schemas()
     files = {}
-    for name in TABLES:
-        table = tables[name]
-        if name != "events":  # events are in order already: each session's by seq, the
-            # sessions by (session_id, session_key); sorting would copy the largest table
-            table = table.sort_by(_sort_key(name)).combine_chunks()
-        table = table.replace_schema_metadata(None)
-        target = root / name / f"date={task.date}" / task.file_name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        schema = schemas[name]
-        with pq.ParquetWriter(temporary, schema, compression="zstd") as writer:
-            # a row group at a time: only one group's held columns are cast to strings
-            for start in range(0, max(table.num_rows, 1), ROW_GROUP):
-                writer.write_table(table.slice(start, ROW_GROUP).cast(schema))
+    written: list[tuple[Path, Path]] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="surface-lab-task-") as folder:
+            spill = _Spill(Path(folder))
+            kept, duplicates = _task_tables(task, spill)
+            for name in TABLES:
+                target = root / name / f"date={task.date}" / task.file_name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+                written.append((temporary, target))
+                rows = _write_table(temporary, name, spill.tables(name, kept))
+                files[name] = {"path": str(target.relative_to(root)), "rows": rows}
+    except BaseException:
+        for temporary, _ in written:
+            temporary.unlink(missing_ok=True)
+        raise
+    for temporary, target in written:
         os.replace(temporary, target)
-        files[name] = {"path": str(target.relative_to(root)), "rows": table.num_rows}
-    kept.sort(key=lambda k: (k.session_id, k.key))
     return {"task": task.name, "date": task.date, "fingerprint": task.fingerprint,
             "inputs": [asdict(r) for r in task.sessions], "files": files,
             "problems": [k.problem for k in kept if k.problem is not None],
