@@ -479,7 +479,7 @@ def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
                      problems: list[Any], created: int | None) -> dict[str, dict[str, Any]]:
     """Every table's columns for one session (all the fallible work, before any row is
     added to a task's tables)."""
-    log = box.pop()  # the only reference: the log is let go before the events go to Arrow
+    log = box.pop()  # the only reference: the log is let go once its tables are made
     from .analysis.audit import facts_at_risk_by_replace
     from .analysis.brackets import replacement_columns
     from .analysis.events import event_arrays
@@ -489,6 +489,26 @@ def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
     tables: dict[str, dict[str, Any]] = {
         name: {c: [] for c in schema.names} for name, schema in _schemas().items()}
     ev = event_arrays(log)
+    n = len(ev["seq"])
+    tools = _tool_names(log, ev["type"], n)
+    # The events go to Arrow before the other tables are worked out: the numpy columns
+    # are let go one by one as they are converted, so they never sit beside the
+    # replaces' and the facts' work (memory: one copy of the events, then the rest)
+    events = tables["events"]
+    schema = _held_schemas()["events"]
+    for column in events:
+        if column in _KEYS:
+            events[column] = _repeat({"session_id": session_id, "session_key": key,
+                                      "source": source}[column], n)
+        elif column == "n_sources":
+            events[column] = [len(s) if s is not None else None
+                              for s in ev.pop("source_event_seqs")]
+        elif column == "tool":
+            events[column] = tools
+        else:  # each numpy column is let go once it is in Arrow (memory: one copy)
+            events[column] = _arrow(ev.pop(column) if column != "type" else ev[column],
+                                    schema.field(column).type)
+    del ev
     rep = replacement_columns(log)
     at_risk: dict[int, list[str]] = {}
     if rep["seq"]:
@@ -505,26 +525,10 @@ def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
                           ("problem", _clean(str(first)) if first else None),
                           ("problem_line", first.line if first else None)):
         sessions[column].append(value)
-    n = len(ev["seq"])
-    tools = _tool_names(log, ev["type"], n)
     ids = {"session_id": session_id, "session_key": key, "source": source}
     _add_lost_evidence(tables["lost_evidence"], log, ids)
     _add_requests(tables["requests"], log.cache.get("billed") or [], ids)
     del log
-    events = tables["events"]
-    schema = _schemas()["events"]
-    for column in events:
-        if column in _KEYS:
-            events[column] = _repeat({"session_id": session_id, "session_key": key,
-                                      "source": source}[column], n)
-        elif column == "n_sources":
-            events[column] = [len(s) if s is not None else None
-                              for s in ev.pop("source_event_seqs")]
-        elif column == "tool":
-            events[column] = tools
-        else:  # each numpy column is let go once it is in Arrow (memory: one copy)
-            events[column] = _arrow(ev.pop(column) if column != "type" else ev[column],
-                                    schema.field(column).type)
     replaces = tables["replaces"]
     for i, seq in enumerate(rep["seq"]):
         for column in replaces:
@@ -557,6 +561,7 @@ def _tool_names(log: Any, types: Any, n: int) -> Any:
     import pyarrow as pa
 
     from .analysis.events import Coded
+    from .reading.sequences import LogEvents
 
     if isinstance(types, Coded):
         names = list(types.categories)
@@ -566,21 +571,23 @@ def _tool_names(log: Any, types: Any, n: int) -> Any:
     else:
         calls = [i for i, t in enumerate(types) if t == "tool/call"]
     tools = np.full(n, None, dtype=object)
+    events = log.events
+    read = events.raw if isinstance(events, LogEvents) else events.__getitem__  # unfrozen
     for seq in calls:
-        data = log.events[seq].get("data")
+        data = read(seq).get("data")
         name = data.get("name") if isinstance(data, dict) else None
         tools[seq] = _clean(name) if isinstance(name, str) else None
     return pa.array(tools, type=pa.string())
 
 
 def _repeat(value: str, n: int) -> Any:
-    """One string `n` times, as a dictionary-encoded column cast to the schema's string."""
+    """One string `n` times, as a dictionary-encoded column (cast to the schema's string
+    only a row group at a time, when written: `_HELD`)."""
     import numpy as np
     import pyarrow as pa
 
     return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype="int32")),
-                                          pa.array([value], type=pa.string())
-                                          ).cast(pa.string())
+                                          pa.array([value], type=pa.string()))
 
 
 def _arrow(values: Any, kind: Any) -> Any:
@@ -599,7 +606,10 @@ def _arrow(values: Any, kind: Any) -> Any:
     if isinstance(values, Coded):
         codes = np.asarray(values.codes)
         index = pa.array(codes.astype("int32"), mask=codes < 0)
-        return pc.take(pa.array(list(values.categories), type=pa.string()), index).cast(kind)
+        names = pa.array(list(values.categories), type=pa.string())
+        if pa.types.is_dictionary(kind):  # held as codes, cast when written (`_HELD`)
+            return pa.DictionaryArray.from_arrays(index, names)
+        return pc.take(names, index).cast(kind)
     if isinstance(values, np.ndarray) and values.dtype != object:
         if pa.types.is_timestamp(kind):
             return pa.array(values.astype("int64"), type=pa.int64()).cast(kind)
@@ -626,6 +636,23 @@ def _add_lost_evidence(table: dict[str, Any], log: Any, ids: dict[str, str]) -> 
 
 
 _KEYS = ("session_id", "session_key", "source")
+# The events' columns of few distinct strings (the keys, the type, the role, the op) are
+# held dictionary-encoded until written, a row group at a time, as the schema's strings:
+# a million events' source paths would be a hundred megabytes as strings, a few as codes.
+_HELD = (*_KEYS, "type", "surface_op", "role")
+
+
+def _held_schemas() -> dict[str, Any]:
+    """`_schemas()` as a task holds its tables before writing (`_HELD`)."""
+    import pyarrow as pa
+
+    schemas = _schemas()
+    events = schemas["events"]
+    for name in _HELD:
+        events = events.set(events.get_field_index(name),
+                            pa.field(name, pa.dictionary(pa.int32(), pa.string())))
+    schemas["events"] = events
+    return schemas
 
 
 @dataclass
@@ -648,7 +675,7 @@ def _session_tables(ref: SessionRef) -> _SessionTables:
     from .analysis.source import LogData
     from .problems import Problem
 
-    schemas = _schemas()
+    schemas = _held_schemas()
     try:
         log, session_id, fmt, problems, created = _read_session(ref)
         box = [log]
@@ -685,29 +712,82 @@ def _best(copies: list[_SessionTables]) -> _SessionTables:
     return min(copies, key=lambda c: (c.errors, -c.events, c.key))
 
 
-def _task_tables(task: Task) -> tuple[dict[str, Any], list[_SessionTables],
-                                      list[dict[str, Any]]]:
-    """Every table of a task, the sessions kept, and the copies of one id resolved."""
-    import pyarrow as pa
+class _Spill:
+    """A task's sessions set aside as they are read: each table's rows in an Arrow IPC
+    file, cast to the schema's strings a row group at a time (memory: one session's
+    work, not the task's tables), taken back session by session in the files' order once
+    every copy of every id is known."""
 
+    def __init__(self, folder: Path) -> None:
+        import pyarrow as pa
+
+        self._paths = {name: folder / f"{name}.arrow" for name in TABLES}
+        self._writers = {name: pa.ipc.new_file(str(self._paths[name]), schema)
+                         for name, schema in _schemas().items()}
+        self._batches = dict.fromkeys(TABLES, 0)
+
+    def put(self, read: _SessionTables) -> _SessionTables:
+        """`read` with its tables written out, each replaced by its batch numbers."""
+        schemas = _schemas()
+        spilled = {}
+        for name in TABLES:
+            table = read.tables[name]
+            first = self._batches[name]
+            for start in range(0, table.num_rows, ROW_GROUP):
+                part = table.slice(start, ROW_GROUP).cast(schemas[name])
+                for batch in part.to_batches():
+                    self._writers[name].write_batch(batch)
+                    self._batches[name] += 1
+            spilled[name] = range(first, self._batches[name])
+        read.tables = spilled
+        return read
+
+    def close(self) -> None:
+        for writer in self._writers.values():
+            writer.close()
+
+    def tables(self, name: str, kept: list[_SessionTables]) -> Iterator[Any]:
+        """The kept sessions' `name` rows in `kept`'s order, as tables: a session's whole
+        (sorted by the table's key) or, for the events (in order already), a batch at a
+        time."""
+        import pyarrow as pa
+
+        schema = _schemas()[name]
+        with pa.OSFile(str(self._paths[name])) as f:  # read, not mapped: pages let go
+            spill = pa.ipc.open_file(f)
+            for k in kept:
+                if name == "events":
+                    for i in k.tables[name]:
+                        yield pa.Table.from_batches([spill.get_batch(i)], schema=schema)
+                    continue
+                table = pa.Table.from_batches([spill.get_batch(i) for i in k.tables[name]],
+                                              schema=schema)
+                # each session sorted, the sessions in (session_id, session_key) order and
+                # the sort stable: the task's table sorted whole
+                yield table.sort_by(_sort_key(name))
+
+
+def _task_tables(task: Task, spill: _Spill) -> tuple[list[_SessionTables],
+                                                     list[dict[str, Any]]]:
+    """Read a task's sessions into `spill`: the sessions kept (in the files' order) and
+    the copies of one id resolved."""
     kept: list[_SessionTables] = []
     duplicates: list[dict[str, Any]] = []
     groups: dict[str, list[_SessionTables]] = {}
-    for ref in task.sessions:
-        read = _session_tables(ref)
-        groups.setdefault(read.session_id, []).append(read)
+    try:
+        for ref in task.sessions:
+            read = spill.put(_session_tables(ref))
+            groups.setdefault(read.session_id, []).append(read)
+    finally:
+        spill.close()
     for session_id, copies in groups.items():
         best = _best(copies)
         kept.append(best)
         if len(copies) > 1:
             duplicates.append({"session_id": session_id, "kept": best.key,
                                "dropped": sorted(c.key for c in copies if c is not best)})
-    schemas = _schemas()
     kept.sort(key=lambda k: (k.session_id, k.key))  # the files' order
-    tables = {name: pa.concat_tables([k.tables[name] for k in kept] or
-                                     [schema.empty_table()])
-              for name, schema in schemas.items()}
-    return tables, kept, duplicates
+    return kept, duplicates
 
 
 def _sort_key(name: str) -> list[tuple[str, str]]:
@@ -719,28 +799,64 @@ def _sort_key(name: str) -> list[tuple[str, str]]:
     return [(k, "ascending") for k in ["session_id", "session_key", *keys]]
 
 
+# Rows a Parquet row group holds at most: small sessions are gathered up to it (few row
+# groups for a query to open), a large one is written in groups of it (the writer holds
+# one group's pages, not the session's).
+ROW_GROUP = 1 << 16
+
+
+def _write_table(path: Path, name: str, tables: Iterable[Any]) -> int:
+    """Write one table of a task from its sessions' tables, in order; the rows written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = 0
+    pending: list[Any] = []
+    held = 0
+    with pq.ParquetWriter(path, _schemas()[name], compression="zstd") as writer:
+        for table in tables:
+            rows += table.num_rows
+            pending.append(table)
+            held += table.num_rows
+            if held >= ROW_GROUP:
+                writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP)
+                pending, held = [], 0
+        if pending or not rows:
+            writer.write_table(pa.concat_tables(pending) if pending
+                               else _schemas()[name].empty_table())
+    return rows
+
+
 def write_chunk(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
     """Read one task's sessions and write every table of it (deterministic file names,
     written to a temporary name and renamed, so a retry overwrites). Returns the rows of
-    the manifest for this task."""
-    import pyarrow.parquet as pq
+    the manifest for this task.
+
+    Memory is one session's work, not the task's: each session's tables are set aside on
+    disk as it is read (`_Spill`), then each table is streamed to Parquet session by
+    session."""
+    import tempfile
 
     root = Path(out)
-    tables, kept, duplicates = _task_tables(task)
     files = {}
-    for name in TABLES:
-        table = tables[name]
-        if name != "events":  # events are in order already: each session's by seq, the
-            # sessions by (session_id, session_key); sorting would copy the largest table
-            table = table.sort_by(_sort_key(name)).combine_chunks()
-        table = table.replace_schema_metadata(None)
-        target = root / name / f"date={task.date}" / task.file_name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        pq.write_table(table, temporary, compression="zstd")
+    written: list[tuple[Path, Path]] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="surface-lab-task-") as folder:
+            spill = _Spill(Path(folder))
+            kept, duplicates = _task_tables(task, spill)
+            for name in TABLES:
+                target = root / name / f"date={task.date}" / task.file_name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+                written.append((temporary, target))
+                rows = _write_table(temporary, name, spill.tables(name, kept))
+                files[name] = {"path": str(target.relative_to(root)), "rows": rows}
+    except BaseException:
+        for temporary, _ in written:
+            temporary.unlink(missing_ok=True)
+        raise
+    for temporary, target in written:
         os.replace(temporary, target)
-        files[name] = {"path": str(target.relative_to(root)), "rows": table.num_rows}
-    kept.sort(key=lambda k: (k.session_id, k.key))
     return {"task": task.name, "date": task.date, "fingerprint": task.fingerprint,
             "inputs": [asdict(r) for r in task.sessions], "files": files,
             "problems": [k.problem for k in kept if k.problem is not None],

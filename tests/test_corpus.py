@@ -331,3 +331,46 @@ class TestBuildCommand:
         assert err.splitlines() == [f"{out}: 1 session, 61 events in 1 tasks (serial); 0 "
                                     f"session(s) with problems, 0 session id(s) in several "
                                     f"sources"]
+
+
+_PINNED = ROOT / "tests" / "data" / "corpus_sample_tables.json"
+_PLACED = ("source", "session_key", "file")  # where the checkout sits, not what was read
+
+
+def _digests(out: Path) -> dict[str, Any]:
+    """Each table of a build: its schema, rows and a hash of its rows in the files' order
+    (the columns that name the checkout's folder left out)."""
+    import hashlib
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    found: dict[str, Any] = {}
+    for name in corpus.TABLES:
+        parts = [pq.read_table(p) for p in sorted((out / name).rglob("*.parquet"))]
+        table = pa.concat_tables(parts)
+        kept = table.drop_columns([c for c in _PLACED if c in table.column_names])
+        rows = json.dumps(kept.to_pylist(), sort_keys=True, default=str).replace(
+            str(ROOT), "<root>")  # a problem's text names its file
+        found[name] = {"schema": [f"{f.name}:{f.type}" for f in table.schema],
+                       "rows": table.num_rows,
+                       "sha256": hashlib.sha256(rows.encode()).hexdigest()}
+    return found
+
+
+def test_the_sample_logs_build_the_pinned_tables(tmp_path: Path) -> None:
+    """Every table's schema and values, pinned: a faster or leaner build writes the same
+    rows (to refresh after a deliberate change: `SURFACE_LAB_REPIN=1`)."""
+    out = tmp_path / "out"
+    corpus.to_parquet(ROOT / "sample_logs", out, task_mb=0.001)
+    found = _digests(out)
+    if os.environ.get("SURFACE_LAB_REPIN"):
+        _PINNED.write_text(json.dumps(found, indent=1) + "\n")
+    assert found == json.loads(_PINNED.read_text())
+
+
+def test_the_tables_do_not_depend_on_the_task_size(logs: Path, serial: Path,
+                                                   tmp_path: Path) -> None:
+    one = tmp_path / "one"
+    corpus.to_parquet(logs, one, task_mb=1000)  # a task a date, not many small ones
+    assert _digests(one) == _digests(serial)

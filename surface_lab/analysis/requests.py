@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -452,22 +452,32 @@ def mark_on_path(requests: Sequence[Request], events: Sequence[Event],
     return out
 
 
+_BILLED_TYPES = frozenset({"assistant/message", "compaction/summary"})
+
+
 def requests_from_events(events: Sequence[Event], *, file: str = "") -> list[Request]:
     """The requests of a surface log, from the usage its assistant messages record (on
     the message or in a usage chunk it cites; a step is one model request, its last
     message's usage the request's), then the summarizer requests its
     `compaction/summary` events record (`agent` summarizer, off the path)."""
+    from ..reading.sequences import LogEvents
     from .tokens import recorded_usage
 
-    groups: dict[Any, tuple[int, dict[str, int], Mapping[str, Any]]] = {}
+    groups: dict[Any, tuple[int, dict[str, int], Mapping[str, Any], Any]] = {}
     summarizers: list[Request] = []
-    for seq, event in enumerate(events):
+    # A fast-read log knows each event's type unparsed: only the messages and summaries
+    # are read (most events of a log are chunks and tool events, which bill nothing).
+    types = events.types if isinstance(events, LogEvents) else None
+    seqs = (range(len(events)) if types is None else
+            [s for s, t in enumerate(types) if t in _BILLED_TYPES])
+    for seq in seqs:  # read, not frozen: only a few fields are looked at, none kept
+        event = events[seq] if types is None else cast(LogEvents, events).raw(seq)
         if event["type"] == "compaction/summary":
             summarizers += summarizer_request(event, seq, file)
             continue
         if event["type"] != "assistant/message":
             continue
-        usage, _ = recorded_usage(events, seq)
+        usage, _ = recorded_usage(events, seq, types)
         if not usage:
             continue
         data = mapping_at(event, "data")
@@ -478,14 +488,15 @@ def requests_from_events(events: Sequence[Event], *, file: str = "") -> list[Req
                else (data.get("turn"), data.get("step"))
                if data.get("step") is not None else seq)
         first = groups.get(key)
-        groups[key] = (first[0] if first else seq, usage, message)
+        groups[key] = (first[0] if first else seq, usage, message,
+                       first[3] if first else event.get("time"))
     out = []
-    for key, (seq, usage, message) in groups.items():
+    for key, (seq, usage, message, time) in groups.items():
         source = mapping_at(message, "source")
         rid = (f"{key[0]}:{key[1]}" if isinstance(key, tuple) and isinstance(key[0], str)
                else str(message.get("id") or seq))
         out.append(replace(_request(
-            rid, file, None, as_int(events[seq].get("time")), source.get("model"),
+            rid, file, None, as_int(time), source.get("model"),
             str(source.get("provider") or "") or None, "main",
             uncached=usage.get("input"), read=usage.get("cache_read"),
             write=usage.get("cache_write"), output=usage.get("output"),

@@ -71,7 +71,7 @@ def recorded_usage(events: Sequence[Event], seq: int, types: Sequence[str] | Non
     its own `usage` field (`"message"`), else the last `usage` chunk it cites
     (`"chunk"`); `({}, None)` when the log has none. `types` (each event's type) saves
     reading events that are not chunks."""
-    event = events[seq]
+    event = events.raw(seq) if isinstance(events, LogEvents) else events[seq]  # unfrozen
     usage = mapping_at(event, "data").get("usage")
     source: str | None = "message" if isinstance(usage, Mapping) else None
     if source is None:
