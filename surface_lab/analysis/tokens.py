@@ -8,15 +8,16 @@ nothing here downloads a vocabulary."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from itertools import chain, islice
+from typing import Any, NamedTuple
 
 import msgspec
 
 from ..events import Event, mapping_at
 from ..jsonvalue import as_int
-from ..messages import Block, blocks_text, message_text, text_tokens
+from ..messages import blocks_text, message_text, text_tokens
 from ..reading.lines import TYPE_NAMES
 from ..reading.sequences import LogEvents
 from ..surface import APPEND, LOG_ONLY, REPLACE, Plan, PlanList
@@ -87,7 +88,7 @@ def recorded_usage(events: Sequence[Event], seq: int, types: Sequence[str] | Non
                 break
     if not isinstance(usage, Mapping):
         return {}, None
-    out = {name: n for key, name in _USAGE_KEYS if (n := as_int(usage.get(key))) is not None}
+    out = _figures(usage)
     return out, source if out else None
 
 
@@ -188,8 +189,19 @@ class PathRequest:
     input_source: str
 
 
+class _TextBlock(msgspec.Struct, gc=False):
+    """A content block decoded for its text alone: the fields `blocks_text` reads (the
+    estimate needs no ids)."""
+
+    type: Any = None
+    text: Any = msgspec.UNSET
+    name: Any = None
+    arguments: Any = None
+    content: list[_TextBlock] | None = None  # a tool result's own blocks
+
+
 class _Message(msgspec.Struct, gc=False):
-    content: list[Block] | None = None
+    content: list[_TextBlock] | None = None
     source: Any = None  # a mapping, or what the log holds
 
 
@@ -200,11 +212,16 @@ class _Data(msgspec.Struct, gc=False):
     message: _Message | None = None
 
 
+# the seqs a message cites, kept as their bytes: most messages carry their usage in one
+# of the last few, so the rest of a long array is never turned into integers
+_NO_CITED = msgspec.Raw(b"null")
+
+
 class _Reply(msgspec.Struct, gc=False):
-    """What a request reads of an assistant message's line; its content is skipped."""
+    """What a request reads of an assistant message's line."""
 
     data: _Data | None = None
-    sourceEventSeqs: Any = None
+    sourceEventSeqs: msgspec.Raw = _NO_CITED
 
 
 _REPLY = msgspec.json.Decoder(_Reply)
@@ -228,11 +245,20 @@ class _ChunkLine(msgspec.Struct, gc=False):
 _CHUNK = msgspec.json.Decoder(_ChunkLine)
 
 
-def _chunk_usage(events: Sequence[Event], seq: int) -> tuple[bool, Any]:
-    """(is a usage chunk, its usage) of the chunk `events[seq]`; a packed row's member is
-    a delta, never usage."""
+def _line_view(events: Sequence[Event], seq: int) -> memoryview | None:
+    return events.line_view(seq) if isinstance(events, LogEvents) else None
+
+
+def _line_views(events: Sequence[Event], seqs: list[int]) -> list[memoryview | None]:
+    """Each seq's line (None: read it from memory), found in one pass for a packed log."""
+    return events.line_views(seqs) if isinstance(events, LogEvents) else [None] * len(seqs)
+
+
+def _chunk_usage(events: Sequence[Event], seq: int, view: memoryview | None
+                 ) -> tuple[bool, Any]:
+    """(is a usage chunk, its usage) of the chunk `events[seq]`, whose line is `view`;
+    a packed row's member is a delta, never usage."""
     if isinstance(events, LogEvents):
-        view = events.line_view(seq)
         if view is None or b"usage" not in view.tobytes():  # a delta, or no usage
             return False, None
         try:
@@ -247,8 +273,7 @@ def _chunk_usage(events: Sequence[Event], seq: int) -> tuple[bool, Any]:
     return data.get("type") == "usage", data.get("usage")
 
 
-@dataclass(frozen=True, slots=True)
-class _Unit:
+class _Unit(NamedTuple):  # a tuple: one is built per assistant message
     turn: int | None
     step: int | None
     usage: Any
@@ -257,10 +282,10 @@ class _Unit:
     text: str  # message_text of the message
 
 
-def _unit(events: Sequence[Event], seq: int) -> _Unit:
+def _unit(events: Sequence[Event], seq: int, view: memoryview | None) -> _Unit:
     """An assistant message's turn, step, usage, model source and cited seqs: decoded
-    from its line alone where the reader kept the log packed, else read from memory."""
-    view = events.line_view(seq) if isinstance(events, LogEvents) else None
+    from its line `view` alone where the reader kept the log packed, else read from
+    memory."""
     if view is not None:
         try:
             line = _REPLY.decode(view)
@@ -301,11 +326,75 @@ def _types(events: Sequence[Event]) -> bytes:
     return bytes(_CODES.get(e["type"], 255) for e in events)
 
 
+class _TextMessage(msgspec.Struct, gc=False):
+    content: list[_TextBlock] | None = None
+
+
+class _TextData(msgspec.Struct, gc=False):
+    message: _TextMessage | None = None  # assistant messages and tool results
+    content: list[_TextBlock] | None = None  # user and context messages
+
+
+class _TextLine(msgspec.Struct, gc=False):
+    """What the estimate reads of a surface entry's line: its type and message content
+    (`LogEvents.message_texts` also decodes the source and the blocks' ids)."""
+
+    type: str
+    data: _TextData | None = None
+
+
+_TEXT = msgspec.json.Decoder(_TextLine)
+_NESTED = frozenset({"assistant/message", "tool/result"})  # `data.message` (message_of)
+
+
 def _entry_texts(events: Sequence[Event], seqs: list[int]) -> list[str]:
-    if hasattr(events, "message_texts"):
-        packed: Any = events
-        return [text for text, _ in packed.message_texts(seqs)]
-    return [message_text(events[s]) for s in seqs]
+    """`message_text` of each of these events: decoded from its line alone where the
+    reader kept the log packed (a line the types do not take is read whole)."""
+    if not isinstance(events, LogEvents):
+        return [message_text(events[s]) for s in seqs]
+    out = []
+    for seq, view in zip(seqs, events.line_views(seqs), strict=True):
+        line = None
+        if view is not None:
+            try:
+                line = _TEXT.decode(view)
+            except msgspec.DecodeError:
+                line = None
+        if line is None:
+            out.append(message_text(events.raw(seq)))
+            continue
+        data = line.data
+        if data is None:
+            out.append("")
+        elif line.type in _NESTED:
+            out.append("" if data.message is None else blocks_text(data.message.content))
+        else:
+            out.append(blocks_text(data.content))
+    return out
+
+
+_DIGITS_AND_COMMAS = b"0123456789,"
+
+
+def _cited_last_first(cited: Any) -> Iterator[Any]:
+    """The seqs a message cites (its `sourceEventSeqs`), last first. An array of plain
+    integers as the writer puts it is read from its end only as far as asked; any other
+    value is decoded whole (nothing at all unless it is an array)."""
+    if isinstance(cited, msgspec.Raw):
+        raw = bytes(cited)
+        body = raw[1:-1]
+        # msgspec checked the JSON: an array of nothing but digits and commas is one of
+        # integers, each between two commas
+        if raw[:1] == b"[" and not body.strip(_DIGITS_AND_COMMAS):
+            end = len(body)
+            while end > 0:
+                start = body.rfind(b",", 0, end) + 1
+                yield int(body[start:end])
+                end = start - 1
+            return
+        cited = msgspec.json.decode(raw)
+    if isinstance(cited, list):
+        yield from reversed(cited)
 
 
 def _request_id(source: Mapping[str, Any], turn: int | None, step: int | None,
@@ -318,23 +407,77 @@ def _request_id(source: Mapping[str, Any], turn: int | None, step: int | None,
     return f"{turn}.{step}" if step is not None else f"seq-{seq}"
 
 
-def _usage_of(events: Sequence[Event], seq: int, unit: _Unit, types: bytes
+def _cited_chunks(seq: int, unit: _Unit, types: bytes) -> Iterator[int]:
+    """The chunks the message `seq` cites, last first: where its usage may be."""
+    for s in _cited_last_first(unit.cited):
+        if isinstance(s, int) and 0 <= s < seq and types[s] == _CHUNK_CODE:
+            yield s
+
+
+def _recorded(events: Sequence[Event], unit: _Unit,
+              chunks: Iterable[tuple[int, memoryview | None]]
               ) -> tuple[dict[str, int], str | None]:
-    """`recorded_usage` of an assistant message whose line is decoded already."""
+    """`recorded_usage` of a decoded message: its own usage, else that of the first
+    usage chunk among `chunks` (its cited chunks, last first, with their lines)."""
     usage = unit.usage
     source: str | None = "message"
     if not isinstance(usage, Mapping):
         usage, source = None, None
-        for s in reversed(unit.cited if isinstance(unit.cited, list) else []):
-            if isinstance(s, int) and 0 <= s < seq and types[s] == _CHUNK_CODE:
-                is_usage, found = _chunk_usage(events, s)
-                if is_usage:
-                    usage, source = found, "chunk"
-                    break
+        for s, view in chunks:
+            is_usage, found = _chunk_usage(events, s, view)
+            if is_usage:
+                usage, source = found, "chunk"
+                break
     if not isinstance(usage, Mapping):
         return {}, None
-    out = {name: n for key, name in _USAGE_KEYS if (n := as_int(usage.get(key))) is not None}
+    out = _figures(usage)
     return out, source if out else None
+
+
+def _usage_of(events: Sequence[Event], seq: int, unit: _Unit, types: bytes
+              ) -> tuple[dict[str, int], str | None]:
+    """`recorded_usage` of an assistant message whose line is decoded already."""
+    return _recorded(events, unit, ((s, _line_view(events, s))
+                                    for s in _cited_chunks(seq, unit, types)))
+
+
+# cited chunks per message whose lines are found together: the usage chunk is the last
+# or the one before the finish chunk
+_AHEAD = 2
+
+
+def _usages(events: Sequence[Event], seqs: list[int], units: Mapping[int, _Unit],
+            types: bytes) -> list[tuple[dict[str, int], str | None]]:
+    """`_usage_of` of each of these messages, the lines of the last chunks each cites
+    found in one pass (the rest, should the usage be further back, one at a time)."""
+    walks = []
+    ahead: list[int] = []
+    for seq in seqs:
+        unit = units[seq]
+        walk = (iter(()) if isinstance(unit.usage, Mapping)
+                else _cited_chunks(seq, unit, types))
+        near = list(islice(walk, _AHEAD))
+        walks.append((len(near), walk))
+        ahead += near
+    views = _line_views(events, ahead)
+    out = []
+    at = 0
+    for seq, (n, walk) in zip(seqs, walks, strict=True):
+        found = list(zip(ahead[at:at + n], views[at:at + n], strict=True))
+        at += n
+        out.append(_recorded(events, units[seq], chain(
+            found, ((s, _line_view(events, s)) for s in walk))))
+    return out
+
+
+def _figures(usage: Mapping[str, Any]) -> dict[str, int]:
+    """The usage's figures that are integers, by their names here."""
+    out = {}
+    for key, name in _USAGE_KEYS:
+        value = usage.get(key)
+        if value is not None and (n := as_int(value)) is not None:
+            out[name] = n
+    return out
 
 
 def path_requests(events: Sequence[Event], plans: Sequence[Plan], *,
@@ -352,8 +495,10 @@ def path_requests(events: Sequence[Event], plans: Sequence[Plan], *,
                 else {p.seq: p for p in plans if p.kind == REPLACE})
     entries = _entries(kinds)
     # each assistant message's line is decoded once, for its text and its request
-    units = {s: _unit(events, s) for s in entries
-             if kinds[s] == APPEND and types[s] == _MESSAGE and s not in skip}
+    messages = [s for s in entries
+                if kinds[s] == APPEND and types[s] == _MESSAGE and s not in skip]
+    units = {s: _unit(events, s, view)
+             for s, view in zip(messages, _line_views(events, messages), strict=True)}
     others = [s for s in entries if s not in units]
     texts = dict(zip(others, _entry_texts(events, others), strict=True))
     texts.update((s, u.text) for s, u in units.items())
@@ -382,8 +527,9 @@ def path_requests(events: Sequence[Event], plans: Sequence[Plan], *,
         if counts is not None:
             counted += counts[seq]
     out = []
-    for first, last, entries_before, est, cnt in groups.values():
-        recorded, source = _usage_of(events, last, units[last], types)
+    usages = _usages(events, [g[1] for g in groups.values()], units, types)
+    for (first, last, entries_before, est, cnt), (recorded, source) in zip(
+            groups.values(), usages, strict=True):
         model = units[last].source.get("model")
         input_total = (recorded["input"] + recorded.get("cache_read", 0)
                        + recorded.get("cache_write", 0)) if "input" in recorded else None
@@ -449,10 +595,10 @@ def around_replaces(events: Sequence[Event], seqs: Sequence[int], *,
     def request(k: int, step: int) -> tuple[int, int, _Unit]:
         """The first and last message of the step of `messages[k]`, walking forward
         (`step` 1) or back (-1), and the unit of its last message when forward."""
-        first = unit = _unit(events, messages[k])
+        first = unit = _unit(events, messages[k], _line_view(events, messages[k]))
         j = k
         while 0 <= j + step < len(messages):
-            nxt = _unit(events, messages[j + step])
+            nxt = _unit(events, messages[j + step], _line_view(events, messages[j + step]))
             if nxt.step is None or (nxt.turn, nxt.step) != (first.turn, first.step):
                 break
             j += step
@@ -466,7 +612,7 @@ def around_replaces(events: Sequence[Event], seqs: Sequence[int], *,
         before = after = None
         if k > 0:
             start, end, _ = request(k - 1, -1)
-            last = _unit(events, end)
+            last = _unit(events, end, _line_view(events, end))
             usage, _ = _usage_of(events, end, last, types)
             total = (usage["input"] + usage.get("cache_read", 0) + usage.get("cache_write", 0)
                      if "input" in usage else None)
