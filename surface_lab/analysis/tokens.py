@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain, islice
+from itertools import chain
 from typing import Any, NamedTuple
 
 import msgspec
@@ -306,14 +306,6 @@ def _unit(events: Sequence[Event], seq: int, view: memoryview | None) -> _Unit:
                  event.get("sourceEventSeqs"), message_text(event))
 
 
-def _entries(kinds: bytes | bytearray) -> list[int]:
-    """The seqs whose plan puts them on the surface (appends and replaces)."""
-    import numpy as np
-
-    codes = np.frombuffer(bytes(kinds), dtype=np.uint8)
-    return [int(s) for s in np.flatnonzero(codes != LOG_ONLY)]
-
-
 _CODES = {name: k for k, name in enumerate(TYPE_NAMES)}
 _MESSAGE, _CHUNK_CODE = _CODES["assistant/message"], _CODES["assistant/chunk"]
 
@@ -376,25 +368,27 @@ def _entry_texts(events: Sequence[Event], seqs: list[int]) -> list[str]:
 _DIGITS_AND_COMMAS = b"0123456789,"
 
 
-def _cited_last_first(cited: Any) -> Iterator[Any]:
-    """The seqs a message cites (its `sourceEventSeqs`), last first. An array of plain
-    integers as the writer puts it is read from its end only as far as asked; any other
-    value is decoded whole (nothing at all unless it is an array)."""
+def _cited_last_first(cited: Any, last: int | None = None) -> list[Any]:
+    """The seqs a message cites (its `sourceEventSeqs`, as decoded or as its bytes),
+    last first: the `last` of them, or all. An array of plain integers, as the writer
+    puts it, is read from its end only; any other value is decoded whole (nothing at
+    all unless it is an array)."""
     if isinstance(cited, msgspec.Raw):
         raw = bytes(cited)
         body = raw[1:-1]
         # msgspec checked the JSON: an array of nothing but digits and commas is one of
         # integers, each between two commas
         if raw[:1] == b"[" and not body.strip(_DIGITS_AND_COMMAS):
-            end = len(body)
-            while end > 0:
-                start = body.rfind(b",", 0, end) + 1
-                yield int(body[start:end])
-                end = start - 1
-            return
+            if not body:
+                return []
+            pieces = body.split(b",") if last is None else body.rsplit(b",", last)
+            if last is not None and len(pieces) > last:
+                del pieces[0]  # the rest of the array, before the last `last`
+            return [int(piece) for piece in reversed(pieces)]
         cited = msgspec.json.decode(raw)
-    if isinstance(cited, list):
-        yield from reversed(cited)
+    if not isinstance(cited, list):
+        return []
+    return cited[::-1] if last is None else cited[:-last - 1:-1]
 
 
 def _request_id(source: Mapping[str, Any], turn: int | None, step: int | None,
@@ -407,11 +401,19 @@ def _request_id(source: Mapping[str, Any], turn: int | None, step: int | None,
     return f"{turn}.{step}" if step is not None else f"seq-{seq}"
 
 
-def _cited_chunks(seq: int, unit: _Unit, types: bytes) -> Iterator[int]:
-    """The chunks the message `seq` cites, last first: where its usage may be."""
-    for s in _cited_last_first(unit.cited):
-        if isinstance(s, int) and 0 <= s < seq and types[s] == _CHUNK_CODE:
-            yield s
+def _chunks_of(seq: int, cited: list[Any], types: bytes) -> list[int]:
+    """Of the seqs the message `seq` cites, the chunks before it: where its usage may
+    be."""
+    return [s for s in cited if isinstance(s, int) and 0 <= s < seq and types[s] == _CHUNK_CODE]
+
+
+def _further(events: Sequence[Event], seq: int, unit: _Unit, types: bytes, skip: int
+             ) -> Iterator[tuple[int, memoryview | None]]:
+    """The chunks the message cites, last first, but its last `skip` cited seqs, each
+    with its line: the rest of the walk for a usage not among the last few."""
+    cited = _cited_last_first(unit.cited)
+    for s in _chunks_of(seq, cited[skip:], types):
+        yield s, _line_view(events, s)
 
 
 def _recorded(events: Sequence[Event], unit: _Unit,
@@ -437,36 +439,41 @@ def _recorded(events: Sequence[Event], unit: _Unit,
 def _usage_of(events: Sequence[Event], seq: int, unit: _Unit, types: bytes
               ) -> tuple[dict[str, int], str | None]:
     """`recorded_usage` of an assistant message whose line is decoded already."""
-    return _recorded(events, unit, ((s, _line_view(events, s))
-                                    for s in _cited_chunks(seq, unit, types)))
+    return _recorded(events, unit, _further(events, seq, unit, types, 0))
 
 
-# cited chunks per message whose lines are found together: the usage chunk is the last
-# or the one before the finish chunk
-_AHEAD = 2
+# the cited seqs per message looked at first, their lines found together: a usage chunk
+# comes last or just before the finish chunk
+_TAIL = 3
 
 
 def _usages(events: Sequence[Event], seqs: list[int], units: Mapping[int, _Unit],
             types: bytes) -> list[tuple[dict[str, int], str | None]]:
-    """`_usage_of` of each of these messages, the lines of the last chunks each cites
-    found in one pass (the rest, should the usage be further back, one at a time)."""
-    walks = []
+    """`_usage_of` of each of these messages: the lines of the chunks among the last
+    few seqs each cites found in one pass, the rest (should its usage be further back)
+    one at a time."""
+    tails = []
     ahead: list[int] = []
     for seq in seqs:
         unit = units[seq]
-        walk = (iter(()) if isinstance(unit.usage, Mapping)
-                else _cited_chunks(seq, unit, types))
-        near = list(islice(walk, _AHEAD))
-        walks.append((len(near), walk))
+        if isinstance(unit.usage, Mapping):
+            tails.append((0, False))
+            continue
+        cited = _cited_last_first(unit.cited, _TAIL)
+        near = _chunks_of(seq, cited, types)
+        tails.append((len(near), len(cited) == _TAIL))
         ahead += near
     views = _line_views(events, ahead)
     out = []
     at = 0
-    for seq, (n, walk) in zip(seqs, walks, strict=True):
-        found = list(zip(ahead[at:at + n], views[at:at + n], strict=True))
+    for seq, (n, more) in zip(seqs, tails, strict=True):
+        unit = units[seq]
+        chunks: Iterable[tuple[int, memoryview | None]] = zip(
+            ahead[at:at + n], views[at:at + n], strict=True)
         at += n
-        out.append(_recorded(events, units[seq], chain(
-            found, ((s, _line_view(events, s)) for s in walk))))
+        if more:
+            chunks = chain(chunks, _further(events, seq, unit, types, _TAIL))
+        out.append(_recorded(events, unit, chunks))
     return out
 
 
@@ -489,14 +496,19 @@ def path_requests(events: Sequence[Event], plans: Sequence[Plan], *,
 
     The surface is kept as running sums as the plans apply, each entry's text counted
     once (read from the packed log's message columns where it has them)."""
+    import numpy as np
+
     types = _types(events)
     kinds = plans.kinds if isinstance(plans, PlanList) else bytes(p.kind for p in plans)
     replaces = (plans.replaces if isinstance(plans, PlanList)
                 else {p.seq: p for p in plans if p.kind == REPLACE})
-    entries = _entries(kinds)
+    codes = np.frombuffer(bytes(kinds), dtype=np.uint8)
+    at = np.flatnonzero(codes != LOG_ONLY)  # the surface entries, in order
+    entries = at.tolist()
+    is_message = ((codes[at] == APPEND)
+                  & (np.frombuffer(types, dtype=np.uint8)[at] == _MESSAGE))
     # each assistant message's line is decoded once, for its text and its request
-    messages = [s for s in entries
-                if kinds[s] == APPEND and types[s] == _MESSAGE and s not in skip]
+    messages = [s for s in at[is_message].tolist() if s not in skip]
     units = {s: _unit(events, s, view)
              for s, view in zip(messages, _line_views(events, messages), strict=True)}
     others = [s for s in entries if s not in units]
@@ -505,27 +517,29 @@ def path_requests(events: Sequence[Event], plans: Sequence[Plan], *,
     estimate = {s: text_tokens(t) for s, t in texts.items()}
     counts = ({s: _MESSAGE_OVERHEAD + int(tokenizer(t)) for s, t in texts.items()}
               if tokenizer is not None else None)
-    size = total = counted = 0
-    groups: dict[Any, list[Any]] = {}
-    for seq in entries:
-        kind = kinds[seq]
-        unit = units.get(seq)
-        if unit is not None:
-            key = (unit.turn, unit.step) if unit.step is not None else ("seq", seq)
-            if key in groups:
-                groups[key][1] = seq
-            else:
-                groups[key] = [seq, seq, size, total, counted]
-        if kind == REPLACE:
-            shadowed = replaces[seq].shadowed
-            size -= len(shadowed)
-            total -= sum(estimate[s] for s in shadowed)
-            if counts is not None:
-                counted -= sum(counts[s] for s in shadowed)
-        size += 1
-        total += estimate[seq]
+    # the surface as running sums: each entry adds itself, a replace first takes off
+    # what it shadows; a message sees the sums of the entries before it
+    added = np.ones(len(entries), dtype=np.int64)
+    tokens = np.array([estimate[s] for s in entries], dtype=np.int64)
+    counted = (np.array([counts[s] for s in entries], dtype=np.int64)
+               if counts is not None else np.zeros(len(entries), dtype=np.int64))
+    for i in np.flatnonzero(codes[at] == REPLACE).tolist():
+        shadowed = replaces[entries[i]].shadowed
+        added[i] -= len(shadowed)
+        tokens[i] -= sum(estimate[s] for s in shadowed)
         if counts is not None:
-            counted += counts[seq]
+            counted[i] -= sum(counts[s] for s in shadowed)
+    before = {name: (np.cumsum(column) - column).tolist()
+              for name, column in (("size", added), ("total", tokens), ("counted", counted))}
+    groups: dict[Any, list[Any]] = {}
+    for seq, i in zip(messages, np.searchsorted(at, messages).tolist(), strict=True):
+        unit = units[seq]
+        key = (unit.turn, unit.step) if unit.step is not None else ("seq", seq)
+        if key in groups:
+            groups[key][1] = seq
+        else:
+            groups[key] = [seq, seq, before["size"][i], before["total"][i],
+                           before["counted"][i]]
     out = []
     usages = _usages(events, [g[1] for g in groups.values()], units, types)
     for (first, last, entries_before, est, cnt), (recorded, source) in zip(
