@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any, NamedTuple
 
 import msgspec
@@ -416,24 +415,31 @@ def _further(events: Sequence[Event], seq: int, unit: _Unit, types: bytes, skip:
         yield s, _line_view(events, s)
 
 
+def _first_usage(events: Sequence[Event], chunks: Iterable[tuple[int, memoryview | None]]
+                 ) -> Any:
+    """The usage of the first usage chunk among `chunks` (seq, line), or None."""
+    for s, view in chunks:
+        is_usage, found = _chunk_usage(events, s, view)
+        if is_usage:
+            return found
+    return None
+
+
+def _as_recorded(usage: Any, source: str | None) -> tuple[dict[str, int], str | None]:
+    if not isinstance(usage, Mapping):
+        return {}, None
+    out = _figures(usage)
+    return out, source if out else None
+
+
 def _recorded(events: Sequence[Event], unit: _Unit,
               chunks: Iterable[tuple[int, memoryview | None]]
               ) -> tuple[dict[str, int], str | None]:
     """`recorded_usage` of a decoded message: its own usage, else that of the first
     usage chunk among `chunks` (its cited chunks, last first, with their lines)."""
-    usage = unit.usage
-    source: str | None = "message"
-    if not isinstance(usage, Mapping):
-        usage, source = None, None
-        for s, view in chunks:
-            is_usage, found = _chunk_usage(events, s, view)
-            if is_usage:
-                usage, source = found, "chunk"
-                break
-    if not isinstance(usage, Mapping):
-        return {}, None
-    out = _figures(usage)
-    return out, source if out else None
+    if isinstance(unit.usage, Mapping):
+        return _as_recorded(unit.usage, "message")
+    return _as_recorded(_first_usage(events, chunks), "chunk")
 
 
 def _usage_of(events: Sequence[Event], seq: int, unit: _Unit, types: bytes
@@ -468,12 +474,20 @@ def _usages(events: Sequence[Event], seqs: list[int], units: Mapping[int, _Unit]
     at = 0
     for seq, (n, more) in zip(seqs, tails, strict=True):
         unit = units[seq]
-        chunks: Iterable[tuple[int, memoryview | None]] = zip(
-            ahead[at:at + n], views[at:at + n], strict=True)
+        if isinstance(unit.usage, Mapping):
+            out.append(_as_recorded(unit.usage, "message"))
+            continue
+        usage = None
+        for k in range(at, at + n):
+            is_usage, found = _chunk_usage(events, ahead[k], views[k])
+            if is_usage:
+                usage = found
+                break
+        else:
+            if more:
+                usage = _first_usage(events, _further(events, seq, unit, types, _TAIL))
         at += n
-        if more:
-            chunks = chain(chunks, _further(events, seq, unit, types, _TAIL))
-        out.append(_recorded(events, unit, chunks))
+        out.append(_as_recorded(usage, "chunk"))
     return out
 
 
