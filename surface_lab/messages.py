@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import msgspec
 
@@ -15,6 +15,7 @@ from .surface import fold_surface
 __all__ = [
     "Block",
     "DerivedMessages",
+    "TextBlock",
     "blocks_called_tools",
     "blocks_text",
     "called_tools",
@@ -129,7 +130,23 @@ class Block(msgspec.Struct, gc=False):
     content: list[Block] | None = None  # a tool result's own blocks
 
 
-def _typed_block_text(block: Block) -> str:
+class TextBlock(Protocol):
+    """What `blocks_text` reads of a typed block: `Block`, or a leaner struct decoded
+    for its text alone (the token estimate's)."""
+
+    @property
+    def type(self) -> Any: ...
+    @property
+    def text(self) -> Any: ...
+    @property
+    def name(self) -> Any: ...
+    @property
+    def arguments(self) -> Any: ...
+    @property
+    def content(self) -> Sequence[TextBlock] | None: ...
+
+
+def _typed_block_text(block: TextBlock) -> str:
     kind = block.type
     if kind in ("text", "reasoning"):
         return "" if block.text is msgspec.UNSET else str(block.text)
@@ -140,7 +157,7 @@ def _typed_block_text(block: Block) -> str:
     return ""
 
 
-def blocks_text(blocks: list[Block] | None) -> str:
+def blocks_text(blocks: Sequence[TextBlock] | None) -> str:
     """`message_text` of a message whose content decoded as `list[Block]` (None when it
     was absent or null): the same rule, over typed blocks."""
     return "" if blocks is None else "\n".join([_typed_block_text(b) for b in blocks])

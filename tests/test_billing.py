@@ -354,6 +354,31 @@ class TestPathRequests:
         assert packed.equals(in_memory)
         assert len(packed) == 28 and packed["usage_source"].eq("chunk").all()
 
+    def test_cited_seqs_in_any_json_form_and_order_give_the_same_requests(
+            self, tmp_path: Path) -> None:
+        """The packed path reads only the last few cited seqs of a compact array: an
+        array with spaces is decoded whole, and a usage chunk cited first (not among
+        the last few) is still found."""
+        import json
+        import re
+
+        from surface_lab import read_log
+
+        path = ROOT / "sample_logs" / "long-compaction.jsonl"
+        lines = []
+        for line in path.read_text().splitlines(keepends=True):
+            cited = re.search(r'"sourceEventSeqs":(\[[0-9,]*\])', line)
+            if '"type":"assistant/message"' in line and cited:
+                seqs = json.loads(cited.group(1))
+                moved = (", ".join(map(str, seqs)) if len(lines) % 2
+                         else ",".join(map(str, [seqs[-2], *seqs[:-2], seqs[-1]])))
+                line = f"{line[:cited.start(1)]}[{moved}]{line[cited.end(1):]}"
+            lines.append(line)
+        changed = tmp_path / "cited.jsonl"
+        changed.write_text("".join(lines))
+        assert type(read_log(changed).events).__name__ == "LogEvents"  # the packed path
+        assert tokens_df(changed).equals(tokens_df(path))
+
 
 OTHER_CLAUDE = sorted(p for p in OTHER.glob("*.jsonl") if source_format(p) == "claude-code") \
     if OTHER.is_dir() else []

@@ -8,15 +8,15 @@ nothing here downloads a vocabulary."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
 from ..events import Event, mapping_at
 from ..jsonvalue import as_int
-from ..messages import Block, blocks_text, message_text, text_tokens
+from ..messages import blocks_text, message_text, text_tokens
 from ..reading.lines import TYPE_NAMES
 from ..reading.sequences import LogEvents
 from ..surface import APPEND, LOG_ONLY, REPLACE, Plan, PlanList
@@ -87,7 +87,7 @@ def recorded_usage(events: Sequence[Event], seq: int, types: Sequence[str] | Non
                 break
     if not isinstance(usage, Mapping):
         return {}, None
-    out = {name: n for key, name in _USAGE_KEYS if (n := as_int(usage.get(key))) is not None}
+    out = _figures(usage)
     return out, source if out else None
 
 
@@ -188,8 +188,19 @@ class PathRequest:
     input_source: str
 
 
+class _TextBlock(msgspec.Struct, gc=False):
+    """A content block decoded for its text alone: the fields `blocks_text` reads (the
+    estimate needs no ids)."""
+
+    type: Any = None
+    text: Any = msgspec.UNSET
+    name: Any = None
+    arguments: Any = None
+    content: list[_TextBlock] | None = None  # a tool result's own blocks
+
+
 class _Message(msgspec.Struct, gc=False):
-    content: list[Block] | None = None
+    content: list[_TextBlock] | None = None
     source: Any = None  # a mapping, or what the log holds
 
 
@@ -200,11 +211,16 @@ class _Data(msgspec.Struct, gc=False):
     message: _Message | None = None
 
 
+# the seqs a message cites, kept as their bytes: most messages carry their usage in one
+# of the last few, so the rest of a long array is never turned into integers
+_NO_CITED = msgspec.Raw(b"null")
+
+
 class _Reply(msgspec.Struct, gc=False):
-    """What a request reads of an assistant message's line; its content is skipped."""
+    """What a request reads of an assistant message's line."""
 
     data: _Data | None = None
-    sourceEventSeqs: Any = None
+    sourceEventSeqs: msgspec.Raw = _NO_CITED
 
 
 _REPLY = msgspec.json.Decoder(_Reply)
@@ -228,11 +244,20 @@ class _ChunkLine(msgspec.Struct, gc=False):
 _CHUNK = msgspec.json.Decoder(_ChunkLine)
 
 
-def _chunk_usage(events: Sequence[Event], seq: int) -> tuple[bool, Any]:
-    """(is a usage chunk, its usage) of the chunk `events[seq]`; a packed row's member is
-    a delta, never usage."""
+def _line_view(events: Sequence[Event], seq: int) -> memoryview | None:
+    return events.line_view(seq) if isinstance(events, LogEvents) else None
+
+
+def _line_views(events: Sequence[Event], seqs: list[int]) -> list[memoryview | None]:
+    """Each seq's line (None: read it from memory), found in one pass for a packed log."""
+    return events.line_views(seqs) if isinstance(events, LogEvents) else [None] * len(seqs)
+
+
+def _chunk_usage(events: Sequence[Event], seq: int, view: memoryview | None
+                 ) -> tuple[bool, Any]:
+    """(is a usage chunk, its usage) of the chunk `events[seq]`, whose line is `view`;
+    a packed row's member is a delta, never usage."""
     if isinstance(events, LogEvents):
-        view = events.line_view(seq)
         if view is None or b"usage" not in view.tobytes():  # a delta, or no usage
             return False, None
         try:
@@ -247,8 +272,7 @@ def _chunk_usage(events: Sequence[Event], seq: int) -> tuple[bool, Any]:
     return data.get("type") == "usage", data.get("usage")
 
 
-@dataclass(frozen=True, slots=True)
-class _Unit:
+class _Unit(NamedTuple):  # a tuple: one is built per assistant message
     turn: int | None
     step: int | None
     usage: Any
@@ -257,10 +281,10 @@ class _Unit:
     text: str  # message_text of the message
 
 
-def _unit(events: Sequence[Event], seq: int) -> _Unit:
+def _unit(events: Sequence[Event], seq: int, view: memoryview | None) -> _Unit:
     """An assistant message's turn, step, usage, model source and cited seqs: decoded
-    from its line alone where the reader kept the log packed, else read from memory."""
-    view = events.line_view(seq) if isinstance(events, LogEvents) else None
+    from its line `view` alone where the reader kept the log packed, else read from
+    memory."""
     if view is not None:
         try:
             line = _REPLY.decode(view)
@@ -281,14 +305,6 @@ def _unit(events: Sequence[Event], seq: int) -> _Unit:
                  event.get("sourceEventSeqs"), message_text(event))
 
 
-def _entries(kinds: bytes | bytearray) -> list[int]:
-    """The seqs whose plan puts them on the surface (appends and replaces)."""
-    import numpy as np
-
-    codes = np.frombuffer(bytes(kinds), dtype=np.uint8)
-    return [int(s) for s in np.flatnonzero(codes != LOG_ONLY)]
-
-
 _CODES = {name: k for k, name in enumerate(TYPE_NAMES)}
 _MESSAGE, _CHUNK_CODE = _CODES["assistant/message"], _CODES["assistant/chunk"]
 
@@ -301,11 +317,77 @@ def _types(events: Sequence[Event]) -> bytes:
     return bytes(_CODES.get(e["type"], 255) for e in events)
 
 
+class _TextMessage(msgspec.Struct, gc=False):
+    content: list[_TextBlock] | None = None
+
+
+class _TextData(msgspec.Struct, gc=False):
+    message: _TextMessage | None = None  # assistant messages and tool results
+    content: list[_TextBlock] | None = None  # user and context messages
+
+
+class _TextLine(msgspec.Struct, gc=False):
+    """What the estimate reads of a surface entry's line: its type and message content
+    (`LogEvents.message_texts` also decodes the source and the blocks' ids)."""
+
+    type: str
+    data: _TextData | None = None
+
+
+_TEXT = msgspec.json.Decoder(_TextLine)
+_NESTED = frozenset({"assistant/message", "tool/result"})  # `data.message` (message_of)
+
+
 def _entry_texts(events: Sequence[Event], seqs: list[int]) -> list[str]:
-    if hasattr(events, "message_texts"):
-        packed: Any = events
-        return [text for text, _ in packed.message_texts(seqs)]
-    return [message_text(events[s]) for s in seqs]
+    """`message_text` of each of these events: decoded from its line alone where the
+    reader kept the log packed (a line the types do not take is read whole)."""
+    if not isinstance(events, LogEvents):
+        return [message_text(events[s]) for s in seqs]
+    out = []
+    for seq, view in zip(seqs, events.line_views(seqs), strict=True):
+        line = None
+        if view is not None:
+            try:
+                line = _TEXT.decode(view)
+            except msgspec.DecodeError:
+                line = None
+        if line is None:
+            out.append(message_text(events.raw(seq)))
+            continue
+        data = line.data
+        if data is None:
+            out.append("")
+        elif line.type in _NESTED:
+            out.append("" if data.message is None else blocks_text(data.message.content))
+        else:
+            out.append(blocks_text(data.content))
+    return out
+
+
+_DIGITS_AND_COMMAS = b"0123456789,"
+
+
+def _cited_last_first(cited: Any, last: int | None = None) -> list[Any]:
+    """The seqs a message cites (its `sourceEventSeqs`, as decoded or as its bytes),
+    last first: the `last` of them, or all. An array of plain integers, as the writer
+    puts it, is read from its end only; any other value is decoded whole (nothing at
+    all unless it is an array)."""
+    if isinstance(cited, msgspec.Raw):
+        raw = bytes(cited)
+        body = raw[1:-1]
+        # msgspec checked the JSON: an array of nothing but digits and commas is one of
+        # integers, each between two commas
+        if raw[:1] == b"[" and not body.strip(_DIGITS_AND_COMMAS):
+            if not body:
+                return []
+            pieces = body.split(b",") if last is None else body.rsplit(b",", last)
+            if last is not None and len(pieces) > last:
+                del pieces[0]  # the rest of the array, before the last `last`
+            return [int(piece) for piece in reversed(pieces)]
+        cited = msgspec.json.decode(raw)
+    if not isinstance(cited, list):
+        return []
+    return cited[::-1] if last is None else cited[:-last - 1:-1]
 
 
 def _request_id(source: Mapping[str, Any], turn: int | None, step: int | None,
@@ -318,23 +400,105 @@ def _request_id(source: Mapping[str, Any], turn: int | None, step: int | None,
     return f"{turn}.{step}" if step is not None else f"seq-{seq}"
 
 
+def _chunks_of(seq: int, cited: list[Any], types: bytes) -> list[int]:
+    """Of the seqs the message `seq` cites, the chunks before it: where its usage may
+    be."""
+    return [s for s in cited if isinstance(s, int) and 0 <= s < seq and types[s] == _CHUNK_CODE]
+
+
+def _further(events: Sequence[Event], seq: int, unit: _Unit, types: bytes, skip: int
+             ) -> Iterator[tuple[int, memoryview | None]]:
+    """The chunks the message cites, last first, but its last `skip` cited seqs, each
+    with its line: the rest of the walk for a usage not among the last few."""
+    cited = _cited_last_first(unit.cited)
+    for s in _chunks_of(seq, cited[skip:], types):
+        yield s, _line_view(events, s)
+
+
+def _first_usage(events: Sequence[Event], chunks: Iterable[tuple[int, memoryview | None]]
+                 ) -> Any:
+    """The usage of the first usage chunk among `chunks` (seq, line), or None."""
+    for s, view in chunks:
+        is_usage, found = _chunk_usage(events, s, view)
+        if is_usage:
+            return found
+    return None
+
+
+def _as_recorded(usage: Any, source: str | None) -> tuple[dict[str, int], str | None]:
+    if not isinstance(usage, Mapping):
+        return {}, None
+    out = _figures(usage)
+    return out, source if out else None
+
+
+def _recorded(events: Sequence[Event], unit: _Unit,
+              chunks: Iterable[tuple[int, memoryview | None]]
+              ) -> tuple[dict[str, int], str | None]:
+    """`recorded_usage` of a decoded message: its own usage, else that of the first
+    usage chunk among `chunks` (its cited chunks, last first, with their lines)."""
+    if isinstance(unit.usage, Mapping):
+        return _as_recorded(unit.usage, "message")
+    return _as_recorded(_first_usage(events, chunks), "chunk")
+
+
 def _usage_of(events: Sequence[Event], seq: int, unit: _Unit, types: bytes
               ) -> tuple[dict[str, int], str | None]:
     """`recorded_usage` of an assistant message whose line is decoded already."""
-    usage = unit.usage
-    source: str | None = "message"
-    if not isinstance(usage, Mapping):
-        usage, source = None, None
-        for s in reversed(unit.cited if isinstance(unit.cited, list) else []):
-            if isinstance(s, int) and 0 <= s < seq and types[s] == _CHUNK_CODE:
-                is_usage, found = _chunk_usage(events, s)
-                if is_usage:
-                    usage, source = found, "chunk"
-                    break
-    if not isinstance(usage, Mapping):
-        return {}, None
-    out = {name: n for key, name in _USAGE_KEYS if (n := as_int(usage.get(key))) is not None}
-    return out, source if out else None
+    return _recorded(events, unit, _further(events, seq, unit, types, 0))
+
+
+# the cited seqs per message looked at first, their lines found together: a usage chunk
+# comes last or just before the finish chunk
+_TAIL = 3
+
+
+def _usages(events: Sequence[Event], seqs: list[int], units: Mapping[int, _Unit],
+            types: bytes) -> list[tuple[dict[str, int], str | None]]:
+    """`_usage_of` of each of these messages: the lines of the chunks among the last
+    few seqs each cites found in one pass, the rest (should its usage be further back)
+    one at a time."""
+    tails = []
+    ahead: list[int] = []
+    for seq in seqs:
+        unit = units[seq]
+        if isinstance(unit.usage, Mapping):
+            tails.append((0, False))
+            continue
+        cited = _cited_last_first(unit.cited, _TAIL)
+        near = _chunks_of(seq, cited, types)
+        tails.append((len(near), len(cited) == _TAIL))
+        ahead += near
+    views = _line_views(events, ahead)
+    out = []
+    at = 0
+    for seq, (n, more) in zip(seqs, tails, strict=True):
+        unit = units[seq]
+        if isinstance(unit.usage, Mapping):
+            out.append(_as_recorded(unit.usage, "message"))
+            continue
+        usage = None
+        for k in range(at, at + n):
+            is_usage, found = _chunk_usage(events, ahead[k], views[k])
+            if is_usage:
+                usage = found
+                break
+        else:
+            if more:
+                usage = _first_usage(events, _further(events, seq, unit, types, _TAIL))
+        at += n
+        out.append(_as_recorded(usage, "chunk"))
+    return out
+
+
+def _figures(usage: Mapping[str, Any]) -> dict[str, int]:
+    """The usage's figures that are integers, by their names here."""
+    out = {}
+    for key, name in _USAGE_KEYS:
+        value = usage.get(key)
+        if value is not None and (n := as_int(value)) is not None:
+            out[name] = n
+    return out
 
 
 def path_requests(events: Sequence[Event], plans: Sequence[Plan], *,
@@ -346,44 +510,54 @@ def path_requests(events: Sequence[Event], plans: Sequence[Plan], *,
 
     The surface is kept as running sums as the plans apply, each entry's text counted
     once (read from the packed log's message columns where it has them)."""
+    import numpy as np
+
     types = _types(events)
     kinds = plans.kinds if isinstance(plans, PlanList) else bytes(p.kind for p in plans)
     replaces = (plans.replaces if isinstance(plans, PlanList)
                 else {p.seq: p for p in plans if p.kind == REPLACE})
-    entries = _entries(kinds)
+    codes = np.frombuffer(bytes(kinds), dtype=np.uint8)
+    at = np.flatnonzero(codes != LOG_ONLY)  # the surface entries, in order
+    entries = at.tolist()
+    is_message = ((codes[at] == APPEND)
+                  & (np.frombuffer(types, dtype=np.uint8)[at] == _MESSAGE))
     # each assistant message's line is decoded once, for its text and its request
-    units = {s: _unit(events, s) for s in entries
-             if kinds[s] == APPEND and types[s] == _MESSAGE and s not in skip}
+    messages = [s for s in at[is_message].tolist() if s not in skip]
+    units = {s: _unit(events, s, view)
+             for s, view in zip(messages, _line_views(events, messages), strict=True)}
     others = [s for s in entries if s not in units]
     texts = dict(zip(others, _entry_texts(events, others), strict=True))
     texts.update((s, u.text) for s, u in units.items())
     estimate = {s: text_tokens(t) for s, t in texts.items()}
     counts = ({s: _MESSAGE_OVERHEAD + int(tokenizer(t)) for s, t in texts.items()}
               if tokenizer is not None else None)
-    size = total = counted = 0
-    groups: dict[Any, list[Any]] = {}
-    for seq in entries:
-        kind = kinds[seq]
-        unit = units.get(seq)
-        if unit is not None:
-            key = (unit.turn, unit.step) if unit.step is not None else ("seq", seq)
-            if key in groups:
-                groups[key][1] = seq
-            else:
-                groups[key] = [seq, seq, size, total, counted]
-        if kind == REPLACE:
-            shadowed = replaces[seq].shadowed
-            size -= len(shadowed)
-            total -= sum(estimate[s] for s in shadowed)
-            if counts is not None:
-                counted -= sum(counts[s] for s in shadowed)
-        size += 1
-        total += estimate[seq]
+    # the surface as running sums: each entry adds itself, a replace first takes off
+    # what it shadows; a message sees the sums of the entries before it
+    added = np.ones(len(entries), dtype=np.int64)
+    tokens = np.array([estimate[s] for s in entries], dtype=np.int64)
+    counted = (np.array([counts[s] for s in entries], dtype=np.int64)
+               if counts is not None else np.zeros(len(entries), dtype=np.int64))
+    for i in np.flatnonzero(codes[at] == REPLACE).tolist():
+        shadowed = replaces[entries[i]].shadowed
+        added[i] -= len(shadowed)
+        tokens[i] -= sum(estimate[s] for s in shadowed)
         if counts is not None:
-            counted += counts[seq]
+            counted[i] -= sum(counts[s] for s in shadowed)
+    before = {name: (np.cumsum(column) - column).tolist()
+              for name, column in (("size", added), ("total", tokens), ("counted", counted))}
+    groups: dict[Any, list[Any]] = {}
+    for seq, i in zip(messages, np.searchsorted(at, messages).tolist(), strict=True):
+        unit = units[seq]
+        key = (unit.turn, unit.step) if unit.step is not None else ("seq", seq)
+        if key in groups:
+            groups[key][1] = seq
+        else:
+            groups[key] = [seq, seq, before["size"][i], before["total"][i],
+                           before["counted"][i]]
     out = []
-    for first, last, entries_before, est, cnt in groups.values():
-        recorded, source = _usage_of(events, last, units[last], types)
+    usages = _usages(events, [g[1] for g in groups.values()], units, types)
+    for (first, last, entries_before, est, cnt), (recorded, source) in zip(
+            groups.values(), usages, strict=True):
         model = units[last].source.get("model")
         input_total = (recorded["input"] + recorded.get("cache_read", 0)
                        + recorded.get("cache_write", 0)) if "input" in recorded else None
@@ -449,10 +623,10 @@ def around_replaces(events: Sequence[Event], seqs: Sequence[int], *,
     def request(k: int, step: int) -> tuple[int, int, _Unit]:
         """The first and last message of the step of `messages[k]`, walking forward
         (`step` 1) or back (-1), and the unit of its last message when forward."""
-        first = unit = _unit(events, messages[k])
+        first = unit = _unit(events, messages[k], _line_view(events, messages[k]))
         j = k
         while 0 <= j + step < len(messages):
-            nxt = _unit(events, messages[j + step])
+            nxt = _unit(events, messages[j + step], _line_view(events, messages[j + step]))
             if nxt.step is None or (nxt.turn, nxt.step) != (first.turn, first.step):
                 break
             j += step
@@ -466,7 +640,7 @@ def around_replaces(events: Sequence[Event], seqs: Sequence[int], *,
         before = after = None
         if k > 0:
             start, end, _ = request(k - 1, -1)
-            last = _unit(events, end)
+            last = _unit(events, end, _line_view(events, end))
             usage, _ = _usage_of(events, end, last, types)
             total = (usage["input"] + usage.get("cache_read", 0) + usage.get("cache_write", 0)
                      if "input" in usage else None)
