@@ -866,7 +866,9 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--workers", type=_count,
                    help="processes for --engine processes, or workers of the local Dask "
                         "cluster")
-    q.add_argument("--task-mb", type=float, default=64, help="input per task (default 64)")
+    q.add_argument("--task-mb", type=float, default=None,
+                   help="input per task in MB (default: from the corpus size, 1 to 64, "
+                        "so that there are at least 64 tasks)")
     q.add_argument("--no-progress", action="store_true",
                    help="no progress bar (it is shown only when stderr is a terminal)")
     q = _command(corpus_sub, "sql", "run SQL over a built dataset (DuckDB)",

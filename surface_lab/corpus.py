@@ -258,12 +258,33 @@ def _stamp(path: Path) -> tuple[int, int]:
         return 0, 0
 
 
-def plan_tasks(sources: Iterable[str | os.PathLike[str]], *, task_mb: float = 64,
+# Without a task size, tasks are sized from the corpus: the power of two of MB that gives
+# at least TASKS_WANTED tasks, between TASK_MB_MIN and TASK_MB_MAX. Several tasks a worker
+# is what lets a cluster balance them (one 64 MB task a date left two workers one or two
+# tasks of a small corpus); a power of two moves only when the corpus doubles, and the
+# cuts of one size are a subset of the next smaller size's (see plan_tasks).
+TASKS_WANTED = 64
+TASK_MB_MIN = 1.0
+TASK_MB_MAX = 64.0
+
+
+def auto_task_mb(total_bytes: int) -> float:
+    """The task size for a corpus of `total_bytes` (what `task_mb=None` plans with)."""
+    import math
+
+    per_task = total_bytes / TASKS_WANTED / (1024 * 1024)
+    if per_task <= TASK_MB_MIN:
+        return TASK_MB_MIN
+    return min(TASK_MB_MAX, float(2 ** math.floor(math.log2(per_task))))
+
+
+def plan_tasks(sources: Iterable[str | os.PathLike[str]], *, task_mb: float | None = None,
                known: dict[str, list[SessionRef]] | None = None,
                expanded: list[Path] | None = None) -> list[Task]:
-    """Group the sessions of `sources` into tasks of one date and about `task_mb` each,
-    in a deterministic order. `known` (a previous build's sessions by source) spares
-    opening a source whose size and modification time are unchanged."""
+    """Group the sessions of `sources` into tasks of one date and about `task_mb` each
+    (None: `auto_task_mb` of the corpus size), in a deterministic order. `known` (a
+    previous build's sessions by source) spares opening a source whose size and
+    modification time are unchanged."""
     import dataclasses
 
     refs: list[SessionRef] = []
@@ -276,13 +297,20 @@ def plan_tasks(sources: Iterable[str | os.PathLike[str]], *, task_mb: float = 64
             refs += [dataclasses.replace(r, stamp=stamp) for r in _refs(path)]
     refs.sort(key=lambda r: (r.date, r.id or "", r.path, r.session_id or ""))
     tasks: list[Task] = []
+    if task_mb is None:
+        task_mb = auto_task_mb(sum(r.size for r in refs))
+    elif not task_mb > 0:  # also NaN
+        raise SurfaceLabError(f"task_mb must be a positive size in MB, not {task_mb!r}",
+                              code="usage")
     limit = task_mb * 1024 * 1024
     # Content-defined cuts (as rsync and backup tools chunk files): a task ends after a
     # session with a chance of its size over `limit`, decided by a hash of its file's name
     # and session id (so tasks hold about `limit` on average, and the cuts do not move
     # with the folder the sources sit in), or before passing twice `limit`. A session
     # added, grown or gone then changes its own task (and at most the next), not every
-    # later task of its date, so a rebuild reuses the rest.
+    # later task of its date, so a rebuild reuses the rest. A smaller `limit` only raises
+    # the threshold, so it keeps every cut of a larger one and adds more (but for the
+    # twice-`limit` rule).
     current: list[SessionRef] = []
     size = 0
     for ref in refs:
@@ -963,9 +991,18 @@ class Manifest:
         return [str(Path(out) / f["path"]) for f in self.tables.get(table, [])]
 
 
+def _largest_first(tasks: list[Task]) -> list[Task]:
+    """The order to hand tasks to parallel workers: largest input first (longest
+    processing time first), so no large task starts last and leaves the other workers
+    idle at the end; ties in plan order."""
+    return sorted(tasks, key=lambda t: -sum(r.size for r in t.sessions))
+
+
 def _run(tasks: list[Task], out: Path, engine: str, client: Any, workers: int | None,
          on_done: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = []
+    if engine != "serial":
+        tasks = _largest_first(tasks)
     if engine == "serial":
         for task in tasks:
             results.append(write_chunk(task, out))
@@ -1027,7 +1064,7 @@ def _duplicates(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def to_parquet(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
                out: str | os.PathLike[str], *, engine: str = "serial", client: Any = None,
-               workers: int | None = None, task_mb: float = 64,
+               workers: int | None = None, task_mb: float | None = None,
                progress: bool = False) -> Manifest:
     """Build a Parquet dataset of `sessions`, `events`, `replaces`, `replace_members`,
     `mentions` (facts at risk), `lost_evidence` (evidence of loss) and `requests` (billed
@@ -1045,7 +1082,9 @@ def to_parquet(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[str
             without one, a `LocalCluster` of one single-threaded worker per core).
         workers: processes for the process engine, or workers of the local Dask cluster
             (default: the CPU count).
-        task_mb: about how much input one task reads (tasks hold whole sessions of one date).
+        task_mb: about how much input one task reads (tasks hold whole sessions of one
+            date); None: `auto_task_mb` of the corpus size (a power of two from 1 to 64
+            MB giving at least 64 tasks, so parallel workers get several each).
         progress: show a progress bar over tasks.
 
     Returns:
