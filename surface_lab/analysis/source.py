@@ -159,6 +159,7 @@ class LogData:
             return [TYPE_NAMES[codes[s]] for s in seqs]
         return [str(self.events[s]["type"]) for s in seqs]
 
+
 def shows_progress(progress: bool) -> bool:
     """Whether a progress bar is shown, decided the same way for the Python API and the
     commands: never with `progress=False`; with `progress=True` only where a person
