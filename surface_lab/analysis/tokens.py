@@ -416,13 +416,14 @@ def _further(events: Sequence[Event], seq: int, unit: _Unit, types: bytes, skip:
 
 
 def _first_usage(events: Sequence[Event], chunks: Iterable[tuple[int, memoryview | None]]
-                 ) -> Any:
-    """The usage of the first usage chunk among `chunks` (seq, line), or None."""
+                 ) -> tuple[bool, Any]:
+    """(found, its usage) of the first usage chunk among `chunks` (seq, line); (False,
+    None) when none is one."""
     for s, view in chunks:
         is_usage, found = _chunk_usage(events, s, view)
         if is_usage:
-            return found
-    return None
+            return True, found
+    return False, None
 
 
 def _as_recorded(usage: Any, source: str | None) -> tuple[dict[str, int], str | None]:
@@ -439,7 +440,7 @@ def _recorded(events: Sequence[Event], unit: _Unit,
     usage chunk among `chunks` (its cited chunks, last first, with their lines)."""
     if isinstance(unit.usage, Mapping):
         return _as_recorded(unit.usage, "message")
-    return _as_recorded(_first_usage(events, chunks), "chunk")
+    return _as_recorded(_first_usage(events, chunks)[1], "chunk")
 
 
 def _usage_of(events: Sequence[Event], seq: int, unit: _Unit, types: bytes
@@ -477,15 +478,9 @@ def _usages(events: Sequence[Event], seqs: list[int], units: Mapping[int, _Unit]
         if isinstance(unit.usage, Mapping):
             out.append(_as_recorded(unit.usage, "message"))
             continue
-        usage = None
-        for k in range(at, at + n):
-            is_usage, found = _chunk_usage(events, ahead[k], views[k])
-            if is_usage:
-                usage = found
-                break
-        else:
-            if more:
-                usage = _first_usage(events, _further(events, seq, unit, types, _TAIL))
+        found, usage = _first_usage(events, zip(ahead[at:at + n], views[at:at + n], strict=True))
+        if not found and more:
+            usage = _first_usage(events, _further(events, seq, unit, types, _TAIL))[1]
         at += n
         out.append(_as_recorded(usage, "chunk"))
     return out
