@@ -13,6 +13,11 @@ this material and GUIDELINES.md.
 
     python tests/data/facts_eval/build_packet.py            # (re)write packet/
     python tests/data/facts_eval/build_packet.py --check    # exit 1 if packet/ differs
+    python tests/data/facts_eval/build_packet.py --set v3 [--check]   # packet_v3/, held out
+
+Packet v2 (`packet/`) is the development set the rules are tuned on; packet v3
+(`packet_v3/`) is held out: built from logs nobody tuned on (shared files not in v2 and
+real logs fetched into `tests/data/heldout/`), with its INDEX.md split into two halves.
 
 The shared folder is `$SURFACE_LAB_SHARED`, else `../shared` beside the repository.
 """
@@ -43,9 +48,11 @@ from surface_lab.analysis.policies import (  # noqa: E402
     history_removed,
     replay_policy,
 )
+from surface_lab.analysis.tokens import count_tokens  # noqa: E402
 from surface_lab.importers import import_any  # noqa: E402
 from surface_lab.messages import message_text  # noqa: E402
 from surface_lab.session import Session  # noqa: E402
+from surface_lab.storage.read import read_log  # noqa: E402
 
 SHARED = Path(os.environ.get("SURFACE_LAB_SHARED", ROOT.parent / "shared"))
 PACKET = HERE / "packet"
@@ -83,6 +90,7 @@ class Source:
     path: str
     fmt: str
     provenance: str
+    root: str = "shared"  # "shared": under the shared folder; "repo": under the repository
 
 
 CC = "agent_logs/claude_code/marot__spotter__test_fixtures_transcripts_"
@@ -181,6 +189,105 @@ REPLAYS: dict[str, list[tuple[str, str, PolicyFactory, int]]] = {
 }
 
 
+
+
+@dataclass(frozen=True)
+class FitCompact:
+    """`Compact` with budgets that fit the log: `budget` and `tail` are shares of the
+    estimated tokens of every entry the log appends to its surface, rounded to 100 (so a
+    held-out log gets budgets of its own size without anyone reading it first)."""
+
+    budget: float
+    tail: float
+
+    def make(self, events: Sequence[Event]) -> tuple[str, Compact]:
+        total = sum(count_tokens(e)[0] for e in events if e.get("surfaceOp") == "append")
+        budget = max(100, round(total * self.budget / 100) * 100)
+        tail = max(100, round(total * self.tail / 100) * 100)
+        return (f"Compact(budget_tokens={budget}, keep_tail_tokens={tail}), fitted: "
+                f"{self.budget:.0%} and {self.tail:.0%} of the log's {total} estimated "
+                f"tokens", Compact(budget, tail))
+
+
+# Packet v3: held out. Logs nobody tuned the rules on: shared files not in v2, and real
+# logs fetched into tests/data/heldout/ (each with its row in that folder's SOURCES.md).
+# Compactions get budgets fitted to each log (FitCompact), chosen before any was read.
+HELDOUT = "tests/data/heldout/"
+SOURCES_V3 = [
+    Source("dsh", "real_logs/dsh/deepseek-ai__deepseek-harness__examples_headless-agent_tests_"
+           "snapshots_compaction-recovery_session.jsonl", "deepseek-harness",
+           "real runtime output (the reference harness's test snapshot), toy task"),
+    Source("cc881", CC + "258c7280-ae70-4798-800f-63464d01a85d_subagents_agent-a881341.jsonl",
+           "claude-code", "real"),
+    Source("swefc", TRAJ + "SWE-agent__SWE-agent__function_calling_simple.traj", "swe-agent",
+           "real (a SWE-agent demonstration)"),
+    Source("minidj", HELDOUT + "mini-django-11099.traj.json", "mini-swe-agent", "real",
+           root="repo"),
+    Source("minipy", HELDOUT + "mini-pytest-dev__pytest-7521.traj.json", "mini-swe-agent",
+           "real", root="repo"),
+    Source("cc4d5", HELDOUT + "cc-4d5611e5-agent-a2898e3.prefix.jsonl", "claude-code",
+           "real (a prefix: the first lines of the file)", root="repo"),
+]
+ReplaySpec = tuple[str, str, Any, int]  # (tag, description, factory or FitCompact, kept)
+REPLAYS_V3: dict[str, list[ReplaySpec]] = {
+    "cc881": [
+        ("compact50", "", FitCompact(0.5, 0.15), 1),
+        ("prune8k", "Prune(threshold=8192, head=4096, tail=1024)", lambda: Prune(), 2),
+        ("mask1", "MaskObservations(keep_last=1)", lambda: MaskObservations(1), 1),
+    ],
+    "swefc": [
+        ("compact50", "", FitCompact(0.5, 0.15), 1),
+        ("mask2", "MaskObservations(keep_last=2)", lambda: MaskObservations(2), 2),
+    ],
+    "minidj": [
+        ("compact50", "", FitCompact(0.5, 0.15), 1),
+        ("compact25", "", FitCompact(0.25, 0.08), 2),
+        ("prune2k", "Prune(threshold=2048, head=1024, tail=256)",
+         lambda: Prune(2048, 1024, 256), 1),
+        ("mask5", "MaskObservations(keep_last=5)", lambda: MaskObservations(5), 2),
+    ],
+    "minipy": [
+        ("compact50", "", FitCompact(0.5, 0.15), 1),
+        ("compact25", "", FitCompact(0.25, 0.08), 2),
+        ("prune2k", "Prune(threshold=2048, head=1024, tail=256)",
+         lambda: Prune(2048, 1024, 256), 1),
+        ("mask5", "MaskObservations(keep_last=5)", lambda: MaskObservations(5), 2),
+    ],
+    "cc4d5": [
+        ("compact50", "", FitCompact(0.5, 0.15), 1),
+        ("compact25", "", FitCompact(0.25, 0.08), 2),
+        ("prune8k", "Prune(threshold=8192, head=4096, tail=1024)", lambda: Prune(), 1),
+        ("mask5", "MaskObservations(keep_last=5)", lambda: MaskObservations(5), 2),
+    ],
+}
+
+
+@dataclass(frozen=True)
+class PacketSet:
+    """One packet: its sources and replays, where it is written, how many actions a page
+    shows after a replace, and whether INDEX.md splits it into two halves."""
+
+    name: str
+    sources: Sequence[Source]
+    replays: Mapping[str, Sequence[Any]]
+    out: Path
+    actions: tuple[int, int, int, int] = (ACTIONS, ACTIONS_ALL, ACTIONS_RECORDED,
+                                          ACTIONS_RECORDED_ALL)
+    halves: bool = False
+
+
+SETS = {
+    "v2": PacketSet("v2", SOURCES, REPLAYS, PACKET),
+    # v3 must be labelled twice in 35 minutes an annotator: fewer actions a replay page
+    "v3": PacketSet("v3", SOURCES_V3, REPLAYS_V3, HERE / "packet_v3",
+                    actions=(10, 14, 40, 55), halves=True),
+}
+
+
+class PacketError(Exception):
+    """A source log that is missing or cannot be read: the packet is not written."""
+
+
 # ------------------------------------------------------------------- loading the logs
 
 
@@ -192,10 +299,28 @@ class Loaded:
     where: dict[int, str] = field(default_factory=dict)
 
 
+def source_path(source: Source) -> Path:
+    """Where a source's file is: under the shared folder, or under the repository (the
+    held-out logs fetched into `tests/data/heldout/`)."""
+    return (ROOT if source.root == "repo" else SHARED) / source.path
+
+
 def load(source: Source) -> Loaded:
-    path = SHARED / source.path
+    path = source_path(source)
+    if not path.is_file():
+        raise PacketError(f"{source.path}: the source log of {source.name!r} is missing "
+                          f"(looked for {path})")
     if source.fmt in ("swe-agent", "mini-swe-agent"):
         return load_trajectory(path, source.fmt)
+    if source.fmt == "deepseek-harness":  # the reference runtime's own JSONL: no importer
+        reading = read_log(path)
+        if not reading.valid:
+            raise PacketError(f"{source.path}: not a valid log: "
+                              + "; ".join(str(p.message) for p in reading.problems[:3]))
+        events = [dict(e) for e in reading.events]
+        lines = list(reading.lines)
+        return Loaded(events, {i: f"line {lines[i]}" for i in range(min(len(lines),
+                                                                         len(events)))})
     result = import_any(path)
     where = {}
     for seq, origin in result.origins.items():
@@ -419,9 +544,11 @@ def replay_where(original: Sequence[Event], where: Mapping[int, str],
     return out
 
 
-def collect() -> list[Replace]:
+def collect(packet: PacketSet | None = None) -> list[Replace]:
+    """Every replace of `packet` (v2 by default), in reading order."""
+    packet = packet or SETS["v2"]
     out: list[Replace] = []
-    for source in SOURCES:
+    for source in packet.sources:
         loaded = load(source)
         for seq, run, after in fold_replaces(loaded.events):
             out.append(Replace(f"{source.name}-rec-s{seq}", source, "recorded",
@@ -432,8 +559,12 @@ def collect() -> list[Replace]:
         note = (f"{dropped} tool call(s) without a result in the imported log were left out "
                 f"of the replay input, so that the compactor finds balanced cuts"
                 if dropped else "")
-        for tag, description, make, keep in REPLAYS.get(source.name, []):
-            session = replay_policy(base, make())
+        for tag, description, make, keep in packet.replays.get(source.name, []):
+            if isinstance(make, FitCompact):
+                description, policy = make.make(base)
+            else:
+                policy = make()
+            session = replay_policy(base, policy)
             replayed = list(session.events)
             where = replay_where(base, base_where, replayed)
             found = fold_replaces(replayed)
@@ -555,11 +686,13 @@ def describe(r: Replace, seq: int, limit: int, calls: Mapping[str, Mapping[str, 
 
 
 def actions_after(r: Replace, calls: Mapping[str, Mapping[str, Any]],
-                  results: Mapping[str, Event]) -> list[dict[str, Any]]:
+                  results: Mapping[str, Event],
+                  limits: tuple[int, int, int, int] = (ACTIONS, ACTIONS_ALL, ACTIONS_RECORDED,
+                                                       ACTIONS_RECORDED_ALL)
+                  ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     counted = 0
-    most, most_all = (ACTIONS_RECORDED, ACTIONS_RECORDED_ALL) if r.origin == "recorded" \
-        else (ACTIONS, ACTIONS_ALL)
+    most, most_all = limits[2:] if r.origin == "recorded" else limits[:2]
     asked_in = {str(b.get("id")): e["seq"] for e in r.events
                 if e["type"] == "assistant/message"
                 for b in e["data"]["message"]["content"] if b.get("type") == "tool-call"}
@@ -618,12 +751,27 @@ def kept_entries(r: Replace, calls: Mapping[str, Mapping[str, Any]],
     return rows, len(r.after) - 1 - len(rows)
 
 
-def build(replaces: list[Replace]) -> dict[str, str]:
+def halves(sizes: Sequence[int]) -> int:
+    """Where to cut a list of page sizes into two contiguous halves of the most similar
+    total: the index of the first page of the second half (ties: the earlier cut)."""
+    total = sum(sizes)
+    best, cut, first = total + 1, 0, 0
+    for i in range(1, len(sizes)):
+        first += sizes[i - 1]
+        gap = abs(total - 2 * first)
+        if gap < best:
+            best, cut = gap, i
+    return cut
+
+
+def build(replaces: list[Replace], packet: PacketSet | None = None) -> dict[str, str]:
     """File name -> content of the whole packet."""
+    packet = packet or SETS["v2"]
     files: dict[str, str] = {}
     lines: list[str] = []
     index_rows = []
     total_items = total_actions = 0
+    shown = []
     for r in replaces:
         calls, results = calls_of(r.events), result_of(r.events)
         replace_seqs = {s for s, _, _ in fold_replaces(r.events)}
@@ -636,7 +784,11 @@ def build(replaces: list[Replace]) -> dict[str, str]:
         summary["role"] = "rewritten tool result" if r.events[r.seq]["type"] == "tool/result" \
             else "summary"
         kept, left_out = kept_entries(r, calls, replace_seqs)
-        actions = actions_after(r, calls, results)
+        actions = actions_after(r, calls, results, packet.actions)
+        shown.append((r, hidden, summary, kept, left_out, actions))
+    # the labelling work of a page: one judgement per hidden item and per action
+    cut = halves([len(h) + len(a) for _, h, _, _, _, a in shown]) if packet.halves else 0
+    for number, (r, hidden, summary, kept, left_out, actions) in enumerate(shown):
         total_items += len(hidden)
         total_actions += len(actions)
         head = {"record": "replace", "replace": r.rid, "source": r.source.path,
@@ -644,6 +796,8 @@ def build(replaces: list[Replace]) -> dict[str, str]:
                 "origin": r.origin, "policy": r.policy, "replacement_seq": r.seq,
                 "hidden": len(hidden), "kept": len(kept), "kept_left_out": left_out,
                 "actions": len(actions), "note": r.note}
+        if packet.halves:
+            head |= {"packet": packet.name, "half": 1 if number < cut else 2}
         lines.append(json.dumps(head, sort_keys=True))
         for h in hidden:
             lines.append(json.dumps({"record": "item", "id": f"{r.rid}:{h['seq']}",
@@ -662,24 +816,48 @@ def build(replaces: list[Replace]) -> dict[str, str]:
                                     {k: v for k, v in a.items() if k != "shown"},
                                     sort_keys=True))
         files[f"{r.rid}.md"] = page(r, hidden, summary, kept, left_out, actions)
-        index_rows.append(f"| [{r.rid}]({r.rid}.md) | {r.source.fmt} | {r.origin} | "
+        half = (f"{1 if number < cut else 2} | ") if packet.halves else ""
+        index_rows.append(f"| {half}[{r.rid}]({r.rid}.md) | {r.source.fmt} | {r.origin} | "
                           f"{r.policy} | {len(hidden)} | {len(actions)} |")
     files["items.jsonl"] = "\n".join(lines) + "\n"
     formats: dict[str, int] = {}
     for r in replaces:
         formats[r.source.fmt] = formats.get(r.source.fmt, 0) + 1
+    totals = (f"{len(replaces)} replaces, {total_items} hidden items, {total_actions} actions; "
+              "replaces per format: " + ", ".join(f"{k} {v}" for k, v in sorted(formats.items()))
+              + ".")
+    if not packet.halves:
+        files["INDEX.md"] = "\n".join([
+            "# Labelling packet: facts at risk and evidence of loss",
+            "",
+            "Built by `tests/data/facts_eval/build_packet.py` from the shared logs; label it "
+            "with `tests/data/facts_eval/GUIDELINES.md`. Read the pages in this order.",
+            "",
+            totals,
+            "",
+            "| replace | format | origin | policy | hidden items | actions |",
+            "|---|---|---|---|---|---|",
+            *index_rows,
+            "",
+        ])
+        return files
+    parts = [shown[:cut], shown[cut:]]
+    sums = [f"half {n + 1}: {len(part)} replaces, {sum(len(x[1]) for x in part)} hidden "
+            f"items, {sum(len(x[5]) for x in part)} actions" for n, part in enumerate(parts)]
     files["INDEX.md"] = "\n".join([
-        "# Labelling packet: facts at risk and evidence of loss",
+        f"# Labelling packet {packet.name} (held out): facts at risk and evidence of loss",
         "",
-        "Built by `tests/data/facts_eval/build_packet.py` from the shared logs; label it "
-        "with `tests/data/facts_eval/GUIDELINES.md`. Read the pages in this order.",
+        f"Built by `tests/data/facts_eval/build_packet.py --set {packet.name}` from logs "
+        "the rules were never tuned on; label it with `tests/data/facts_eval/GUIDELINES.md` "
+        f"(with the {packet.name} field `key`). Read the pages in this order.",
         "",
-        f"{len(replaces)} replaces, {total_items} hidden items, {total_actions} actions; "
-        "replaces per format: " + ", ".join(f"{k} {v}" for k, v in sorted(formats.items()))
-        + ".",
+        totals,
         "",
-        "| replace | format | origin | policy | hidden items | actions |",
-        "|---|---|---|---|---|---|",
+        "Two halves of similar size (hidden items plus actions), so that the labelling can "
+        "be done in two sessions: " + "; ".join(sums) + ".",
+        "",
+        "| half | replace | format | origin | policy | hidden items | actions |",
+        "|---|---|---|---|---|---|---|",
         *index_rows,
         "",
     ])
@@ -754,23 +932,31 @@ def differences(files: Mapping[str, str], target: Path) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", choices=sorted(SETS), default="v2",
+                        help="which packet: v2 (the development set, default) or v3 (held out)")
     parser.add_argument("--check", action="store_true",
                         help="compare with the committed packet instead of writing it")
-    parser.add_argument("--out", type=Path, default=PACKET)
+    parser.add_argument("--out", type=Path, help="where to write (default: the set's folder)")
     args = parser.parse_args(argv)
+    packet = SETS[args.set]
+    out = args.out or packet.out
     if not SHARED.is_dir():
         print(f"build_packet: the shared folder {SHARED} is missing (set SURFACE_LAB_SHARED)",
               file=sys.stderr)
         return 2
-    files = build(collect())
+    try:
+        files = build(collect(packet), packet)
+    except PacketError as e:
+        print(f"build_packet: {e}", file=sys.stderr)
+        return 2
     if args.check:
-        diff = differences(files, args.out)
+        diff = differences(files, out)
         for line in diff:
             print(line)
         return 1 if diff else 0
-    write(files, args.out)
+    write(files, out)
     size = sum(len(t.encode()) for n, t in files.items() if n.endswith(".md"))
-    print(f"wrote {len(files)} files to {args.out}: pages {size} bytes, "
+    print(f"wrote {len(files)} files to {out}: pages {size} bytes, "
           f"items.jsonl {len(files['items.jsonl'].encode())} bytes")
     return 0
 
