@@ -1,13 +1,17 @@
 """Agreement between two annotations of the facts-eval packet (GUIDELINES.md).
 
     python tests/data/facts_eval/agreement.py A.jsonl B.jsonl
-        [--packet packet/items.jsonl] [--disagreements OUT.jsonl] [--json]
+        [--packet packet/ | packet_v3/ | ITEMS.jsonl] [--disagreements OUT.jsonl] [--json]
 
 Checks that each file labels every hidden item and action of the packet exactly once with
 valid values, then reports Cohen's kappa for facts (fact or not, per item; `unmeasurable`
 is its own category in the three-way figure and "not a fact" in the binary one), for kept
 (among items both call a fact), for evidence (re-do or not, per action) and for the re-do
-kind (with "none" for no re-do), and lists every disagreement for adjudication. Exit
+kind (with "none" for no re-do), and lists every disagreement for adjudication. On a
+packet whose replaces ask for the field `key` (v3), every fact line must carry `key` (true
+or false), a replace may have at most 10 key facts, and kappa is reported for `key` too
+(among items both call a fact). The packet is `--packet` (its folder or its items.jsonl),
+else the committed packet (v2 or v3) that holds the most of the first file's ids. Exit
 status: 0 when both files are complete and valid, 1 when not (the figures are still
 computed over the ids both labelled), 2 when a file cannot be read.
 """
@@ -25,6 +29,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 PACKET_ITEMS = HERE / "packet" / "items.jsonl"
+PACKETS = (HERE / "packet", HERE / "packet_v3")  # the committed packets, v2 and v3
+KEY_PACKETS = ("v3",)  # packets whose fact lines carry `key`
+MAX_KEY = 10  # key facts a replace may have at most
 
 ITEM_LABELS = ("fact", "not", "unmeasurable")
 KEPT = ("yes", "partly", "no")
@@ -46,6 +53,54 @@ class Annotations:
     items: dict[str, dict[str, Any]] = field(default_factory=dict)
     actions: dict[str, dict[str, Any]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    where: dict[str, str] = field(default_factory=dict)  # id -> "file:line"
+
+
+@dataclass
+class Packet:
+    """A packet's ids in packet order, the replace of each item, and whether its fact
+    lines carry `key`."""
+
+    path: Path
+    items: list[str]
+    actions: list[str]
+    replace_of: dict[str, str] = field(default_factory=dict)
+    key: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.path.parent.name if self.path.name == "items.jsonl" else self.path.name
+
+
+def read_packet(path: Path) -> Packet:
+    """A packet from its folder or its items.jsonl."""
+    if path.is_dir():
+        path = path / "items.jsonl"
+    out = Packet(path, [], [])
+    for line in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record.get("record") == "item":
+            out.items.append(record["id"])
+            out.replace_of[record["id"]] = str(record.get("replace"))
+        elif record.get("record") == "action":
+            out.actions.append(record["id"])
+        elif record.get("record") == "replace" and record.get("packet") in KEY_PACKETS:
+            out.key = True
+    return out
+
+
+def find_packet(ann: Annotations, candidates: Sequence[Path] = PACKETS) -> Path:
+    """The committed packet holding the most of this file's ids (v2 when none holds any)."""
+    ids = set(ann.items) | set(ann.actions)
+    best, most = candidates[0], -1
+    for path in candidates:
+        if not (path / "items.jsonl").is_file():
+            continue
+        packet = read_packet(path)
+        held = len(ids & (set(packet.items) | set(packet.actions)))
+        if held > most:
+            best, most = path, held
+    return best
 
 
 def packet_ids(path: Path = PACKET_ITEMS) -> tuple[list[str], list[str]]:
@@ -74,6 +129,31 @@ def _check_item(row: Mapping[str, Any]) -> list[str]:
             out.append("a fact needs its 'fact' text")
     elif row.get("kept") is not None:
         out.append(f"kept is {row.get('kept')!r} but must be null for label {label!r}")
+    key = row.get("key")
+    if key is not None and not isinstance(key, bool):
+        out.append(f"key {key!r} must be true or false")
+    if key is not None and label != "fact":
+        out.append(f"key is {key!r} but only a fact carries key (label {label!r})")
+    return out
+
+
+def key_problems(ann: Annotations, packet: Packet) -> list[str]:
+    """On a packet with `key`: fact lines without it, and replaces with more than
+    MAX_KEY key facts."""
+    if not packet.key:
+        return []
+    out = []
+    per: Counter[str] = Counter()
+    for i, row in ann.items.items():
+        if row.get("label") != "fact":
+            continue
+        if not isinstance(row.get("key"), bool):
+            out.append(f"{ann.where.get(i, ann.path)}: {i}: a fact of packet {packet.name} "
+                       "needs 'key': true or false")
+        elif row["key"]:
+            per[packet.replace_of.get(i, i.rsplit(":", 1)[0])] += 1
+    out += [f"{ann.path}: replace {r} has {n} key facts, at most {MAX_KEY} allowed"
+            for r, n in sorted(per.items()) if n > MAX_KEY]
     return out
 
 
@@ -132,6 +212,7 @@ def load_annotations(path: str | Path) -> Annotations:
             out.problems.append(f"{where}: {key} is labelled twice")
             continue
         table[key] = row
+        out.where[key] = where
     return out
 
 
@@ -199,6 +280,7 @@ class Report:
     figures: list[Figure]
     disagreements: list[dict[str, Any]]
     problems: list[str]
+    packet: str = ""
 
     @property
     def complete(self) -> bool:
@@ -212,11 +294,19 @@ def _figure(name: str, ids: Sequence[str], a: Mapping[str, Mapping[str, Any]],
     return Figure(name, len(ids), agree, cohen_kappa(la, lb))
 
 
+def _key(row: Mapping[str, Any]) -> bool:
+    return row.get("key") is True
+
+
 def compare(a: Annotations, b: Annotations, items: Sequence[str],
-            actions: Sequence[str]) -> Report:
-    """The agreement figures, the disagreements (in packet order) and every problem."""
+            actions: Sequence[str], *, packet: Packet | None = None) -> Report:
+    """The agreement figures, the disagreements (in packet order) and every problem. With a
+    packet whose fact lines carry `key`, its problems and its kappa too."""
     problems = a.problems + b.problems + coverage(a, items, actions) + \
         coverage(b, items, actions)
+    with_key = packet is not None and packet.key
+    if packet is not None:
+        problems += key_problems(a, packet) + key_problems(b, packet)
     both_items = [i for i in items if i in a.items and i in b.items]
     both_actions = [i for i in actions if i in a.actions and i in b.actions]
     both_facts = [i for i in both_items
@@ -231,6 +321,8 @@ def compare(a: Annotations, b: Annotations, items: Sequence[str],
                 lambda r: r.get("kind")),
         _figure("facts: kept, where both say fact", both_facts, a.items, b.items,
                 lambda r: r.get("kept")),
+        *([_figure("facts: key, where both say fact", both_facts, a.items, b.items, _key)]
+          if with_key else []),
         _figure("evidence: re-do / not", both_actions, a.actions, b.actions, _redo_binary),
         _figure("evidence: kind (none when not a re-do)", both_actions, a.actions,
                 b.actions, _redo_kind),
@@ -240,7 +332,8 @@ def compare(a: Annotations, b: Annotations, items: Sequence[str],
     disagreements: list[dict[str, Any]] = []
     for i in both_items:
         x, y = a.items[i], b.items[i]
-        fields = ["label"] + (["kind", "kept"] if i in both_facts else [])
+        fields = ["label"] + (["kind", "kept"] + (["key"] if with_key else [])
+                              if i in both_facts else [])
         differ = [f for f in fields if x.get(f) != y.get(f)]
         if differ:
             disagreements.append({"item": i, "differ": differ, "a": x, "b": y,
@@ -255,7 +348,7 @@ def compare(a: Annotations, b: Annotations, items: Sequence[str],
         if differ:
             disagreements.append({"action": i, "differ": differ, "a": x, "b": y,
                                   "adjudicated": None})
-    return Report(figures, disagreements, problems)
+    return Report(figures, disagreements, problems, packet.name if with_key and packet else "")
 
 
 def _fmt(value: float | None) -> str:
@@ -263,7 +356,8 @@ def _fmt(value: float | None) -> str:
 
 
 def render(report: Report, a: Annotations, b: Annotations) -> str:
-    lines = [f"A = {a.path}", f"B = {b.path}", ""]
+    lines = [f"A = {a.path}", f"B = {b.path}"] + (
+        [f"packet = {report.packet}"] if report.packet else []) + [""]
     width = max(len(f.name) for f in report.figures)
     lines.append(f"{'':{width}}  {'n':>5}  {'agree':>6}  {'kappa':>6}")
     for f in report.figures:
@@ -286,19 +380,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("a", type=Path)
     parser.add_argument("b", type=Path)
-    parser.add_argument("--packet", type=Path, default=PACKET_ITEMS,
-                        help="the packet's items.jsonl (default: the committed packet)")
+    parser.add_argument("--packet", type=Path,
+                        help="the packet: its folder or its items.jsonl (default: the "
+                        "committed packet, v2 or v3, that holds the first file's ids)")
     parser.add_argument("--disagreements", type=Path,
                         help="also write the disagreements as JSONL, for adjudication")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
     try:
-        items, actions = packet_ids(args.packet)
         a, b = load_annotations(args.a), load_annotations(args.b)
+        packet = read_packet(args.packet or find_packet(a))
     except (AnnotationError, OSError, ValueError, KeyError) as e:
         print(f"agreement: {e}", file=sys.stderr)
         return 2
-    report = compare(a, b, items, actions)
+    report = compare(a, b, packet.items, packet.actions, packet=packet)
     if args.disagreements is not None:  # written whole beside it, then renamed into place
         partial = args.disagreements.with_name(f".{args.disagreements.name}.partial")
         partial.write_text(

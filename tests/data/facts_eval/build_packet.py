@@ -317,7 +317,7 @@ def load(source: Source) -> Loaded:
         if not reading.valid:
             raise PacketError(f"{source.path}: not a valid log: "
                               + "; ".join(str(p.message) for p in reading.problems[:3]))
-        events = [dict(e) for e in reading.events]
+        events: list[Event] = [dict(e) for e in reading.events]
         lines = list(reading.lines)
         return Loaded(events, {i: f"line {lines[i]}" for i in range(min(len(lines),
                                                                          len(events)))})

@@ -1,7 +1,7 @@
 """Score the fact and evidence rules against an adjudicated label file (issue 26, point 3c).
 
-    python tests/data/facts_eval/evaluate.py LABELS.jsonl [--json OUT.json] [--md OUT.md]
-        [--resamples 2000] [--seed 26]
+    python tests/data/facts_eval/evaluate.py LABELS.jsonl [--packet v2|v3] [--json OUT.json]
+        [--md OUT.md] [--resamples 2000] [--seed 26]
 
 Rebuilds every packet replace's log with `build_packet.py`'s own functions (so the ids
 `<replace-id>:<seq>` and `<replace-id>:a<seq>` are those of the packet), runs on each
@@ -14,6 +14,10 @@ and reports, old beside new, for all replaces and for recorded and replay replac
 
 * facts recall@10: per replace the 10 top-ranked items against the items labelled
   `fact` (summed over replaces);
+* facts capped recall@10: the same hits over min(10, the replace's facts), summed (the
+  standard capped recall: a replace hiding 100 facts can hold only 10 in a top 10);
+* key-fact recall@10, where the labels carry `key` (packet v3): key facts in the top 10
+  over key facts;
 * facts precision: of every item reported, the share labelled `fact`;
 * both exact (item and kind agree) and normalised (item agrees, any kind);
 * kept accuracy: over items reported and labelled `fact`, the share whose kept agrees
@@ -183,8 +187,9 @@ Counts = dict[str, float]
 
 
 def count(case: Case, got: Predicted, items: Mapping[str, Mapping[str, Any]],
-          actions: Mapping[str, Mapping[str, Any]]) -> Counts:
-    """The numerators and denominators of every figure on one replace."""
+          actions: Mapping[str, Mapping[str, Any]], *, key: bool = False) -> Counts:
+    """The numerators and denominators of every figure on one replace (with `key`, those
+    of key-fact recall too)."""
     prefix = f"{case.rid}:"
     mine = {i: r for i, r in items.items() if i.startswith(prefix) and ":a" not in i[len(
         case.rid):]}
@@ -194,6 +199,12 @@ def count(case: Case, got: Predicted, items: Mapping[str, Mapping[str, Any]],
     top = reported[:TOP]
     c["top_hit_norm"] = sum(i in gold for i, _, _ in top)
     c["top_hit_exact"] = sum(i in gold and mine[i].get("kind") == k for i, k, _ in top)
+    c["gold_capped"] = min(TOP, len(gold))
+    if key:
+        keys = {i for i in gold if mine[i].get("key") is True}
+        c["gold_key"] = len(keys)
+        c["top_key_norm"] = sum(i in keys for i, _, _ in top)
+        c["top_key_exact"] = sum(i in keys and mine[i].get("kind") == k for i, k, _ in top)
     c["reported"] = len(reported)
     c["reported_fact_norm"] = sum(i in gold for i, _, _ in reported)
     c["reported_fact_exact"] = sum(i in gold and mine[i].get("kind") == k
@@ -236,6 +247,13 @@ def figures(counts: Sequence[Counts]) -> dict[str, tuple[float, float] | None]:
     out: dict[str, tuple[float, float] | None] = {
         "facts recall@10 (exact)": (total("top_hit_exact"), total("gold_facts")),
         "facts recall@10 (normalised)": (total("top_hit_norm"), total("gold_facts")),
+        "facts capped recall@10 (exact)": (total("top_hit_exact"), total("gold_capped")),
+        "facts capped recall@10 (normalised)": (total("top_hit_norm"), total("gold_capped")),
+    }
+    if any("gold_key" in c for c in counts):
+        out["key-fact recall@10 (exact)"] = (total("top_key_exact"), total("gold_key"))
+        out["key-fact recall@10 (normalised)"] = (total("top_key_norm"), total("gold_key"))
+    out |= {
         "facts precision (exact)": (total("reported_fact_exact"), total("reported")),
         "facts precision (normalised)": (total("reported_fact_norm"), total("reported")),
         "kept accuracy": (total("kept_agree"), total("kept_pairs")),
@@ -288,14 +306,16 @@ def evaluate(cases: Iterable[Case], items: Mapping[str, Mapping[str, Any]],
              seed: int = 26,
              rule_sets: Mapping[str, Callable[[Case], Predicted]] | None = None
              ) -> dict[str, Any]:
-    """The report: per rule set and group (all, recorded, replay), every figure."""
+    """The report: per rule set and group (all, recorded, replay), every figure (key-fact
+    recall too when any item label carries `key`, as packet v3's do)."""
     rule_sets = rule_sets or {"old": old_rules, "new": new_rules}
+    key = any("key" in row for row in items.values())
     per: dict[str, list[tuple[str, Counts]]] = {name: [] for name in rule_sets}
     n_cases = 0
     for case in cases:
         n_cases += 1
         for name, run in rule_sets.items():
-            per[name].append((case.origin, count(case, run(case), items, actions)))
+            per[name].append((case.origin, count(case, run(case), items, actions, key=key)))
     out: dict[str, Any] = {"replaces": n_cases, "resamples": resamples, "seed": seed,
                            "results": {}}
     for name, rows in per.items():
@@ -339,17 +359,21 @@ def markdown(report: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def packet_cases() -> list[Case]:
-    """Every packet replace, rebuilt with build_packet.py's own functions."""
+def packet_cases(packet: str = "v2") -> list[Case]:
+    """Every replace of packet `packet` (v2 or v3), rebuilt with build_packet.py's own
+    functions."""
     import build_packet
 
     return [Case(r.rid, r.origin, list(r.events), r.seq, list(r.run))
-            for r in build_packet.collect()]
+            for r in build_packet.collect(build_packet.SETS[packet])]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("labels", type=Path, help="adjudicated labels (GUIDELINES.md JSONL)")
+    parser.add_argument("--packet", choices=("v2", "v3"), default="v2",
+                        help="the packet the labels are of: v2 (development set, default) "
+                        "or v3 (held out)")
     parser.add_argument("--json", type=Path, help="write the figures as JSON here")
     parser.add_argument("--md", type=Path, help="write the Markdown table here")
     parser.add_argument("--resamples", type=int, default=2000)
@@ -360,8 +384,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"{args.labels}: cannot read: {exc.strerror}", file=sys.stderr)
         return 2
-    report = evaluate(packet_cases(), items, actions, resamples=args.resamples,
-                      seed=args.seed)
+    import build_packet
+
+    try:
+        cases = packet_cases(args.packet)
+    except build_packet.PacketError as exc:
+        print(f"evaluate: {exc}", file=sys.stderr)
+        return 2
+    rids = {c.rid for c in cases}
+    if not any(i.rsplit(":", 1)[0] in rids for i in [*items, *actions]):
+        print(f"{args.labels}: no label is of a replace of packet {args.packet} "
+              "(is --packet right?)", file=sys.stderr)
+        return 2
+    report = evaluate(cases, items, actions, resamples=args.resamples, seed=args.seed)
     table = markdown(report)
     print(table, end="")
     if args.md:
