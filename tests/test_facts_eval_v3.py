@@ -316,3 +316,34 @@ class TestCommittedPacketV3:
                                "--check"], capture_output=True, text=True, cwd=ROOT,
                               timeout=600)
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+class TestEvaluateOnV3:
+    """evaluate.py's v3 option, without running any rule on v3."""
+
+    @pytest.fixture
+    def v3_cases(self) -> list[object]:
+        records = _v3_records()
+        require_shared()
+        missing = [s.path for s in build_packet.SOURCES_V3
+                   if not build_packet.source_path(s).is_file()]
+        if missing:
+            pytest.skip(f"held-out logs missing: {', '.join(missing)}")
+        cases = evaluate.packet_cases("v3")
+        assert [c.rid for c in cases] == [r["replace"] for r in records
+                                         if r["record"] == "replace"]
+        return cases
+
+    def test_the_cases_are_the_packets_replaces_and_items(self, v3_cases: list[object]
+                                                          ) -> None:
+        records = _v3_records()
+        items = {str(r["id"]) for r in records if r["record"] == "item"}
+        from_cases = {f"{c.rid}:{s}" for c in v3_cases for s in c.run}  # type: ignore[attr-defined]
+        assert from_cases == items
+
+    def test_labels_of_another_packet_are_refused(
+            self, v3_cases: list[object], tmp_path: Path,
+            capsys: pytest.CaptureFixture[str]) -> None:
+        labels = _jsonl(tmp_path / "v2.jsonl", [_not("cc258-rec-s661:3")])
+        assert evaluate.main([str(labels), "--packet", "v3"]) == 2
+        assert "no label is of a replace of packet v3" in capsys.readouterr().err

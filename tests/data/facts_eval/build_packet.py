@@ -240,14 +240,14 @@ REPLAYS_V3: dict[str, list[ReplaySpec]] = {
         ("mask2", "MaskObservations(keep_last=2)", lambda: MaskObservations(2), 2),
     ],
     "minidj": [
-        ("compact50", "", FitCompact(0.5, 0.15), 1),
+        ("compact50", "", FitCompact(0.5, 0.15), 2),
         ("compact25", "", FitCompact(0.25, 0.08), 2),
         ("prune2k", "Prune(threshold=2048, head=1024, tail=256)",
          lambda: Prune(2048, 1024, 256), 1),
         ("mask5", "MaskObservations(keep_last=5)", lambda: MaskObservations(5), 2),
     ],
     "minipy": [
-        ("compact50", "", FitCompact(0.5, 0.15), 1),
+        ("compact50", "", FitCompact(0.5, 0.15), 2),
         ("compact25", "", FitCompact(0.25, 0.08), 2),
         ("prune2k", "Prune(threshold=2048, head=1024, tail=256)",
          lambda: Prune(2048, 1024, 256), 1),
