@@ -700,6 +700,10 @@ def cmd_corpus_sql(args: argparse.Namespace) -> int:
         c.close()
     # cells come from logs: escape them first, so every line printed below is one row
     frame = frame.map(lambda v: terminal_safe(v) if isinstance(v, str) else v)
+    if args.csv:  # and a spreadsheet opening the CSV shows them as text, never formulas
+        from .notebook.render import formula_safe
+
+        frame = frame.map(formula_safe).rename(columns=formula_safe)
     text = frame.to_csv(index=False).rstrip("\n") if args.csv else frame.to_string(index=False)
     for line in text.split("\n"):
         _out(line)

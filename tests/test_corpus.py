@@ -200,6 +200,11 @@ class TestFailures:
         assert main(["corpus", "sql", str(out), "select count(*) as n from sessions",
                      "--csv"]) == 0
         assert capsys.readouterr().out.splitlines() == ["n", "27"]
+        # log text is untrusted: a cell or a name a spreadsheet would run as a formula
+        # is printed as text; numbers, negative ones included, stay numbers
+        assert main(["corpus", "sql", str(out), "select '=HYPERLINK(1)' as \"@a\", -1 as n",
+                     "--csv"]) == 0
+        assert capsys.readouterr().out.splitlines() == ["'@a,n", "'=HYPERLINK(1),-1"]
 
     def test_a_dataset_without_a_manifest_is_refused(self, tmp_path: Path) -> None:
         with pytest.raises(Exception, match="not a finished corpus build"):
