@@ -262,6 +262,14 @@ REPLAYS_V3: dict[str, list[ReplaySpec]] = {
 }
 
 
+# Packet v3r: held out too, the recorded compactions of a real Claude Code session fetched
+# into tests/data/heldout/ (the recorded agent really lost what they hid, so re-dos can
+# happen: v3's replays cannot have them). Recorded replaces only, no replays.
+SOURCES_V3R = [
+    Source("cc4d5m", HELDOUT + "cc-4d5611e5.jsonl", "claude-code", "real", root="repo"),
+]
+
+
 @dataclass(frozen=True)
 class PacketSet:
     """One packet: its sources and replays, where it is written, how many actions a page
@@ -281,6 +289,7 @@ SETS = {
     # v3 must be labelled twice in 35 minutes an annotator: fewer actions a replay page
     "v3": PacketSet("v3", SOURCES_V3, REPLAYS_V3, HERE / "packet_v3",
                     actions=(10, 14, 40, 55), halves=True),
+    "v3r": PacketSet("v3r", SOURCES_V3R, {}, HERE / "packet_v3r", actions=(10, 14, 40, 55)),
 }
 
 
@@ -796,8 +805,10 @@ def build(replaces: list[Replace], packet: PacketSet | None = None) -> dict[str,
                 "origin": r.origin, "policy": r.policy, "replacement_seq": r.seq,
                 "hidden": len(hidden), "kept": len(kept), "kept_left_out": left_out,
                 "actions": len(actions), "note": r.note}
+        if packet.name != "v2":  # a held-out packet: its fact labels carry `key`
+            head |= {"packet": packet.name}
         if packet.halves:
-            head |= {"packet": packet.name, "half": 1 if number < cut else 2}
+            head |= {"half": 1 if number < cut else 2}
         lines.append(json.dumps(head, sort_keys=True))
         for h in hidden:
             lines.append(json.dumps({"record": "item", "id": f"{r.rid}:{h['seq']}",
@@ -826,7 +837,7 @@ def build(replaces: list[Replace], packet: PacketSet | None = None) -> dict[str,
     totals = (f"{len(replaces)} replaces, {total_items} hidden items, {total_actions} actions; "
               "replaces per format: " + ", ".join(f"{k} {v}" for k, v in sorted(formats.items()))
               + ".")
-    if not packet.halves:
+    if packet.name == "v2":
         files["INDEX.md"] = "\n".join([
             "# Labelling packet: facts at risk and evidence of loss",
             "",
@@ -844,6 +855,8 @@ def build(replaces: list[Replace], packet: PacketSet | None = None) -> dict[str,
     parts = [shown[:cut], shown[cut:]]
     sums = [f"half {n + 1}: {len(part)} replaces, {sum(len(x[1]) for x in part)} hidden "
             f"items, {sum(len(x[5]) for x in part)} actions" for n, part in enumerate(parts)]
+    split = ["Two halves of similar size (hidden items plus actions), so that the labelling "
+             "can be done in two sessions: " + "; ".join(sums) + ".", ""] if packet.halves else []
     files["INDEX.md"] = "\n".join([
         f"# Labelling packet {packet.name} (held out): facts at risk and evidence of loss",
         "",
@@ -853,11 +866,10 @@ def build(replaces: list[Replace], packet: PacketSet | None = None) -> dict[str,
         "",
         totals,
         "",
-        "Two halves of similar size (hidden items plus actions), so that the labelling can "
-        "be done in two sessions: " + "; ".join(sums) + ".",
-        "",
-        "| half | replace | format | origin | policy | hidden items | actions |",
-        "|---|---|---|---|---|---|---|",
+        *split,
+        "| half | replace | format | origin | policy | hidden items | actions |"
+        if packet.halves else "| replace | format | origin | policy | hidden items | actions |",
+        "|---|---|---|---|---|---|---|" if packet.halves else "|---|---|---|---|---|---|",
         *index_rows,
         "",
     ])

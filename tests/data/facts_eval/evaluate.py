@@ -360,20 +360,22 @@ def markdown(report: Mapping[str, Any]) -> str:
 
 
 def packet_cases(packet: str = "v2") -> list[Case]:
-    """Every replace of packet `packet` (v2 or v3), rebuilt with build_packet.py's own
-    functions."""
+    """Every replace of packet `packet` (v2, v3, v3r, or several joined by `+`), rebuilt
+    with build_packet.py's own functions."""
     import build_packet
 
     return [Case(r.rid, r.origin, list(r.events), r.seq, list(r.run))
-            for r in build_packet.collect(build_packet.SETS[packet])]
+            for name in packet.split("+")
+            for r in build_packet.collect(build_packet.SETS[name])]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("labels", type=Path, help="adjudicated labels (GUIDELINES.md JSONL)")
-    parser.add_argument("--packet", choices=("v2", "v3"), default="v2",
-                        help="the packet the labels are of: v2 (development set, default) "
-                        "or v3 (held out)")
+    parser.add_argument("--packet", choices=("v2", "v3", "v3r", "v3+v3r"), default="v2",
+                        help="the packet the labels are of: v2 (development set, default), "
+                        "v3 or v3r (held out: replays, and a real session's recorded "
+                        "compactions), or both held-out packets at once")
     parser.add_argument("--json", type=Path, help="write the figures as JSON here")
     parser.add_argument("--md", type=Path, help="write the Markdown table here")
     parser.add_argument("--resamples", type=int, default=2000)
