@@ -318,6 +318,28 @@ class TestCommittedPacketV3:
         assert done.returncode == 0, done.stdout + done.stderr
 
 
+class TestCommittedPacketV3r:
+    """Packet v3r: the recorded compactions of a real session, held out like v3."""
+
+    def test_its_sources_are_in_neither_v2_nor_v3(self) -> None:
+        v3r = {s.path for s in build_packet.SOURCES_V3R}
+        others = {s.path for s in [*build_packet.SOURCES, *build_packet.SOURCES_V3]}
+        assert v3r and v3r.isdisjoint(others)
+
+    def test_the_committed_packet_is_what_the_builder_writes(self) -> None:
+        done = subprocess.run([sys.executable, str(EVAL / "build_packet.py"), "--set", "v3r",
+                               "--check"], capture_output=True, text=True, cwd=ROOT,
+                              timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    def test_every_replace_is_recorded_and_its_labels_carry_key(self) -> None:
+        records = [json.loads(line) for line in (EVAL / "packet_v3r" / "items.jsonl")
+                   .read_text(encoding="utf-8").splitlines()]
+        replaces = [r for r in records if r["record"] == "replace"]
+        assert replaces and all(r["origin"] == "recorded" for r in replaces)
+        assert all(r["packet"] == "v3r" for r in replaces)  # agreement.py asks for key
+
+
 class TestEvaluateOnV3:
     """evaluate.py's v3 option, without running any rule on v3."""
 
