@@ -176,8 +176,12 @@ class LogEvents(ReadOnlySequence[Event]):
         `raw`'s cost."""
         return [(text, source) for text, source, _ in self.message_parts(seqs)]
 
-    def message_parts(self, seqs: Iterable[int]) -> list[tuple[str, Any, frozenset[str]]]:
-        """`message_texts`, with the names of the tools each message calls."""
+    def message_parts(self, seqs: Iterable[int], *,
+                      keep: dict[int, MessageLine[Block]] | None = None
+                      ) -> list[tuple[str, Any, frozenset[str]]]:
+        """`message_texts`, with the names of the tools each message calls. With `keep`,
+        each assistant message's line decoded typed is put there too, by seq (for a
+        reader of its calls: `evidence.read_entries`)."""
         starts, codes = self._records.starts, self._records.codes
         view = memoryview(self._data)
         out: list[tuple[str, Any, frozenset[str]]] = []
@@ -202,9 +206,13 @@ class LogEvents(ReadOnlySequence[Event]):
             if message is None:
                 out.append(("", None, _NO_TOOLS))
                 continue
-            out.append((blocks_text(message.content), message.source, frozenset(
-                blocks_called_tools(message.content))
-                if line.type == "assistant/message" else _NO_TOOLS))
+            if line.type == "assistant/message":
+                if keep is not None:
+                    keep[seq] = line
+                out.append((blocks_text(message.content), message.source,
+                            frozenset(blocks_called_tools(message.content))))
+            else:
+                out.append((blocks_text(message.content), message.source, _NO_TOOLS))
         return out
 
     def line_view(self, seq: int) -> memoryview | None:
