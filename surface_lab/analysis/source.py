@@ -112,7 +112,8 @@ class LogData:
 
     def texts(self, seqs: Iterable[int]) -> dict[int, str]:
         """`message_text` of these events, by seq (each decoded once per log, together
-        with its message's source and the tools it calls: see `source_of`, `tools`)."""
+        with its message's source and the tools it calls: see `source_of`, `tools`; of a
+        packed log's tool results, whether they failed too, in `cache["failed"]`)."""
         known: dict[int, str] = self.cache.setdefault("texts", {})
         sources: dict[int, Any] = self.cache.setdefault("sources", {})
         tools: dict[int, frozenset[str]] = self.cache.setdefault("tools", {})
@@ -120,7 +121,8 @@ class LogData:
         if missing:
             if isinstance(self.events, LogEvents):
                 for seq, (text, source, called) in zip(missing, self.events.message_parts(
-                        missing, keep=self.cache.get("message_lines")), strict=True):
+                        missing, keep=self.cache.get("message_lines"),
+                        failed=self.cache.setdefault("failed", {})), strict=True):
                     known[seq], sources[seq], tools[seq] = text, source, called
             else:
                 for seq in missing:
