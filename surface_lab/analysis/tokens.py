@@ -278,7 +278,7 @@ class _Unit(NamedTuple):  # a tuple: one is built per assistant message
     usage: Any
     source: Mapping[str, Any]
     cited: Any
-    text: str  # message_text of the message
+    text: str = ""  # message_text of the message ("" where it is not read: `_step_unit`)
 
 
 def _unit(events: Sequence[Event], seq: int, view: memoryview | None) -> _Unit:
@@ -634,7 +634,7 @@ def _step_unit(events: Sequence[Event], seq: int) -> tuple[_Unit, int | None]:
             source = typed.message.source if typed.message is not None else None
             return _Unit(as_int(typed.turn), as_int(typed.step), typed.usage,
                          source if isinstance(source, Mapping) else {},
-                         line.sourceEventSeqs, ""), as_int(line.time)
+                         line.sourceEventSeqs), as_int(line.time)
     event = events.raw(seq) if isinstance(events, LogEvents) else events[seq]
     return _unit(events, seq, None), as_int(event.get("time"))
 
