@@ -128,6 +128,7 @@ class Block(msgspec.Struct, gc=False):
     id: Any = None
     toolCallId: Any = None
     content: list[Block] | None = None  # a tool result's own blocks
+    isError: Any = None  # a tool result's block: the call failed
 
 
 class TextBlock(Protocol):

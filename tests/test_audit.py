@@ -138,6 +138,28 @@ def _reference_facts_at_risk(log: LogData) -> dict[int, list[str]]:
 
 
 class TestCostFollowsTheReplaces:
+    def test_the_audit_pauses_the_collector_and_leaves_it_as_it_was(self) -> None:
+        """No collection walks the audit's many acyclic objects while it runs (they are
+        freed by reference counts before it is back: at most the one collection just
+        after, of what survives); a log given in keeps no decoded assistant lines."""
+        import gc
+
+        log = load_source(SAMPLES / "long-compaction.jsonl", progress=False)
+        seen: list[bool] = []
+        calls = gc.callbacks
+        calls.append(lambda phase, info: seen.append(phase == "start"))
+        try:
+            assert gc.isenabled()
+            compaction_audit(log, progress=False)
+            assert gc.isenabled() and sum(seen) <= 1
+            gc.disable()
+            compaction_audit(log, progress=False)
+            assert not gc.isenabled()  # off stays off
+        finally:
+            gc.enable()
+            calls.pop()
+        assert "message_lines" not in log.cache
+
     def test_the_audit_parses_only_replaces_what_they_hid_traces_and_the_surface(
             self, monkeypatch: pytest.MonkeyPatch) -> None:
         parsed: list[int] = []

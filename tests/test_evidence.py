@@ -36,6 +36,7 @@ from surface_lab.analysis.source import load_source
 from surface_lab.events import freeze_event, mapping_at, message_of
 from surface_lab.importers import import_any
 from surface_lab.messages import Block, blocks_text, message_text
+from surface_lab.reading.sequences import LogEvents
 from surface_lab.surface import APPEND, LOG_ONLY, REPLACE, Plan, PlanList, apply_plan
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -457,6 +458,15 @@ class TestTypedReading:
             assert list(read_entries(log.events, plans, seqs, known, {})) == entries
             sources = load_source(log).sources(seqs)  # such lines not read at all
             assert list(read_entries(log.events, plans, seqs, known, sources)) == entries
+            kept = load_source(log)  # assistant lines kept from the texts' decode
+            kept.keep_message_lines()
+            kept.texts(seqs)
+            lines = kept.cache["message_lines"]
+            assert set(lines) == ({s for s in seqs if events[s]["type"] == "assistant/message"}
+                                  if isinstance(log.events, LogEvents) else set())
+            assert list(read_entries(log.events, plans, seqs, known, sources,
+                                     lines=lines)) == entries
+            assert lines == {}  # each taken once
 
     def test_a_line_the_types_refuse_is_read_whole(self, tmp_path: Path) -> None:
         """A user message carrying an extra `message` field that is not an object."""

@@ -262,6 +262,41 @@ def test_message_texts_are_the_full_events_texts_and_sources(name: str) -> None:
     assert [called for *_, called in log.events.message_parts(seqs)] == tools
 
 
+@pytest.mark.parametrize("name", GOOD)
+def test_the_message_pass_tells_a_failed_tool_result_as_the_full_event_does(
+        name: str) -> None:
+    """`failed` of the message pass is `_is_error_result` of each tool result parsed
+    whole (its data's `error`, a block's `isError`), the facts ledger's test."""
+    from surface_lab.analysis.ledger import _is_error_result
+
+    log = read_log(SAMPLES / f"{name}.jsonl")
+    full = read_log(SAMPLES / f"{name}.jsonl", check="full").events
+    failed: dict[int, bool] = {}
+    log.events.message_parts(range(len(full)), failed=failed)
+    assert failed == {s: _is_error_result(e) for s, e in enumerate(full)
+                      if e["type"] == "tool/result"}
+
+
+def test_a_failed_tool_result_is_told_by_its_error_or_a_block(tmp_path: Path) -> None:
+    path = tmp_path / "failed.jsonl"
+    lines = (SAMPLES / "tools-parallel.jsonl").read_text().splitlines()
+    at = [i for i, line in enumerate(lines) if '"type":"tool/result"' in line]
+    assert len(at) >= 2
+    lines[at[0]] = lines[at[0]].replace('"type":"tool-result",',
+                                        '"type":"tool-result","isError":true,', 1)
+    lines[at[1]] = lines[at[1]].replace('"data":{', '"data":{"error":"boom",', 1)
+    path.write_text("\n".join(lines) + "\n")
+    log = read_log(path)
+    assert isinstance(log.events, LogEvents)
+    failed: dict[int, bool] = {}
+    seqs = [s for s, kind in enumerate(log.events.types) if kind == "tool/result"]
+    log.events.message_parts(seqs, failed=failed)
+    from surface_lab.analysis.ledger import _is_error_result
+
+    assert failed == {s: _is_error_result(log.events[s]) for s in seqs}
+    assert sum(failed.values()) == 2
+
+
 def test_message_texts_of_blocks_the_types_refuse(tmp_path: Path) -> None:
     """A block that is not an object, or a tool result's content that is not a list of
     them, is read by the full parse: the same text as message_text."""

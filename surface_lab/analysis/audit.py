@@ -105,7 +105,8 @@ def lost_evidence_counts(log: LogData) -> Counter[int]:
         known = log.entries
         with gc_paused():  # tens of thousands of small acyclic tuples
             entries = log.cache["surface_entries"] = surface_entries(
-                log.events, plans, texts=log.texts(known), sources=log.sources(known))
+                log.events, plans, texts=log.texts(known), sources=log.sources(known),
+                lines=log.cache.get("message_lines"))
     return Counter(e.replace_seq for e in find_lost_evidence(
         log.events, plans, entries=entries))
 

@@ -241,11 +241,14 @@ def _typed_entry(line: MessageLine[Block] | MessageLine[_BareBlock], text: str |
 
 
 def read_entries(events: Sequence[Event], plans: PlanList, seqs: list[int],
-             texts: Mapping[int, str], sources: Mapping[int, Any]) -> Iterator[_Entry]:
+             texts: Mapping[int, str], sources: Mapping[int, Any], *,
+             lines: dict[int, MessageLine[Block]] | None = None) -> Iterator[_Entry]:
     """The entry of each of these events. A packed log's tool result or user or context
     message whose text and source are both known is not read; one whose text alone is
-    known is decoded without it; any other line is decoded typed (parsed whole where it
-    does not fit the types). Other logs' events are read as they are."""
+    known is decoded without it; an assistant message whose typed line is in `lines`
+    (`LogData.keep_message_lines`) is taken from there (and dropped from it); any other
+    line is decoded typed (parsed whole where it does not fit the types). Other logs'
+    events are read as they are."""
     kinds = plans.kinds
     if not isinstance(events, LogEvents):
         for seq in seqs:
@@ -262,6 +265,10 @@ def read_entries(events: Sequence[Event], plans: PlanList, seqs: list[int],
             if entry is not None:
                 yield entry
                 continue
+        typed_line = lines.pop(seq, None) if lines else None
+        if typed_line is not None:  # decoded with its text already
+            yield _typed_entry(typed_line, text, appended)
+            continue
         line = events.line_view(seq)
         if line is None:  # a packed row's member
             yield _entry(events[seq], appended)
@@ -276,13 +283,15 @@ def read_entries(events: Sequence[Event], plans: PlanList, seqs: list[int],
 
 def surface_entries(events: Sequence[Event], plans: PlanList, *,
                     texts: Mapping[int, str] | None = None,
-                    sources: Mapping[int, Any] | None = None) -> dict[int, _Entry]:
+                    sources: Mapping[int, Any] | None = None,
+                    lines: dict[int, MessageLine[Block]] | None = None
+                    ) -> dict[int, _Entry]:
     """What the walk reads of each surface event (`read_entries` of every seq whose plan
     is not log-only), by seq: read once, it serves the walk and the facts ledger, which
     reads the assistant messages' acts of it."""
     seqs = _surface_seqs(plans)
-    return dict(zip(seqs, read_entries(events, plans, seqs, texts or {}, sources or {}),
-                    strict=True))
+    return dict(zip(seqs, read_entries(events, plans, seqs, texts or {}, sources or {},
+                                       lines=lines), strict=True))
 
 
 def find_lost_evidence(events: Sequence[Event], plans: Sequence[Plan] | None = None, *,

@@ -468,7 +468,10 @@ class _Reader:
     def failed(self, result_seq: int) -> bool:
         """`_is_error_result` of a tool result; of a packed log's line, only its data's
         `error` and its blocks' `isError` are decoded (the whole event where the line
-        has another shape)."""
+        has another shape), unless its text's decode found it out already."""
+        known = self.log.cache.get("failed", {}).get(result_seq)  # (`LogData.texts`)
+        if known is not None:
+            return bool(known)  # (a bool)
         event = self.events.get(result_seq)
         line = (self.log.events.line_view(result_seq)
                 if event is None and isinstance(self.log.events, LogEvents) else None)

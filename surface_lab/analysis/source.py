@@ -112,15 +112,17 @@ class LogData:
 
     def texts(self, seqs: Iterable[int]) -> dict[int, str]:
         """`message_text` of these events, by seq (each decoded once per log, together
-        with its message's source and the tools it calls: see `source_of`, `tools`)."""
+        with its message's source and the tools it calls: see `source_of`, `tools`; of a
+        packed log's tool results, whether they failed too, in `cache["failed"]`)."""
         known: dict[int, str] = self.cache.setdefault("texts", {})
         sources: dict[int, Any] = self.cache.setdefault("sources", {})
         tools: dict[int, frozenset[str]] = self.cache.setdefault("tools", {})
         missing = sorted({s for s in seqs if s not in known})
         if missing:
             if isinstance(self.events, LogEvents):
-                for seq, (text, source, called) in zip(
-                        missing, self.events.message_parts(missing), strict=True):
+                for seq, (text, source, called) in zip(missing, self.events.message_parts(
+                        missing, keep=self.cache.get("message_lines"),
+                        failed=self.cache.setdefault("failed", {})), strict=True):
                     known[seq], sources[seq], tools[seq] = text, source, called
             else:
                 for seq in missing:
@@ -128,6 +130,13 @@ class LogData:
                     known[seq] = message_text(event)
                     tools[seq] = frozenset(tool_names([event]))
         return known
+
+    def keep_message_lines(self) -> None:
+        """From now on `texts` keeps each assistant message's line, decoded typed, in
+        `cache["message_lines"]` (by seq) until the surface entries' reader takes it
+        (`evidence.read_entries`): the audit reads every entry's text first and the
+        assistant messages' calls after, of one decode."""
+        self.cache.setdefault("message_lines", {})
 
     def sources(self, seqs: Iterable[int]) -> dict[int, Any]:
         """The `source` of these events' messages, by seq, where the log is kept packed

@@ -278,7 +278,7 @@ class _Unit(NamedTuple):  # a tuple: one is built per assistant message
     usage: Any
     source: Mapping[str, Any]
     cited: Any
-    text: str  # message_text of the message
+    text: str = ""  # message_text of the message ("" where it is not read: `_step_unit`)
 
 
 def _unit(events: Sequence[Event], seq: int, view: memoryview | None) -> _Unit:
@@ -598,11 +598,52 @@ class AroundReplace:
     after_model: str | None = None
 
 
+class _SourceOnly(msgspec.Struct, gc=False):
+    source: Any = None
+
+
+class _StepData(msgspec.Struct, gc=False):
+    turn: Any = None
+    step: Any = None
+    usage: Any = None
+    message: _SourceOnly | None = None
+
+
+class _Step(msgspec.Struct, gc=False):
+    """What `around_replaces` reads of an assistant message's line: `_Reply` but the
+    message's content (its text is not read there), and the message's time."""
+
+    time: Any = None
+    data: _StepData | None = None
+    sourceEventSeqs: msgspec.Raw = _NO_CITED
+
+
+_STEP = msgspec.json.Decoder(_Step)
+
+
+def _step_unit(events: Sequence[Event], seq: int) -> tuple[_Unit, int | None]:
+    """`_unit` of an assistant message without its text, and its time (`as_int`)."""
+    view = _line_view(events, seq)
+    if view is not None:
+        try:
+            line = _STEP.decode(view)
+        except msgspec.DecodeError:
+            line = None
+        if line is not None and line.data is not None:
+            typed = line.data
+            source = typed.message.source if typed.message is not None else None
+            return _Unit(as_int(typed.turn), as_int(typed.step), typed.usage,
+                         source if isinstance(source, Mapping) else {},
+                         line.sourceEventSeqs), as_int(line.time)
+    event = events.raw(seq) if isinstance(events, LogEvents) else events[seq]
+    return _unit(events, seq, None), as_int(event.get("time"))
+
+
 def around_replaces(events: Sequence[Event], seqs: Sequence[int], *,
                     skip: Collection[int] = ()) -> list[AroundReplace]:
     """An `AroundReplace` for each replace seq. Only the assistant messages next to
-    each replace are read (found by their type codes), so this costs the replaces, not
-    the log; `skip` as in `path_requests`."""
+    each replace are read (found by their type codes), each decoded once, so this costs
+    the replaces, not the log; `skip` as in `path_requests`."""
     from bisect import bisect_left
 
     import numpy as np
@@ -610,18 +651,23 @@ def around_replaces(events: Sequence[Event], seqs: Sequence[int], *,
     types = _types(events)
     messages = [int(s) for s in np.flatnonzero(np.frombuffer(types, dtype=np.uint8)
                                                  == _MESSAGE) if int(s) not in skip]
+    units: dict[int, _Unit] = {}
+    times: dict[int, int | None] = {}
 
-    def time_of(seq: int) -> int | None:
-        event = events.raw(seq) if isinstance(events, LogEvents) else events[seq]
-        return as_int(event.get("time"))
+    def unit_of(seq: int) -> _Unit:
+        got = units.get(seq)
+        if got is None:
+            got, times[seq] = _step_unit(events, seq)
+            units[seq] = got
+        return got
 
     def request(k: int, step: int) -> tuple[int, int, _Unit]:
         """The first and last message of the step of `messages[k]`, walking forward
         (`step` 1) or back (-1), and the unit of its last message when forward."""
-        first = unit = _unit(events, messages[k], _line_view(events, messages[k]))
+        first = unit = unit_of(messages[k])
         j = k
         while 0 <= j + step < len(messages):
-            nxt = _unit(events, messages[j + step], _line_view(events, messages[j + step]))
+            nxt = unit_of(messages[j + step])
             if nxt.step is None or (nxt.turn, nxt.step) != (first.turn, first.step):
                 break
             j += step
@@ -629,30 +675,50 @@ def around_replaces(events: Sequence[Event], seqs: Sequence[int], *,
         return min(messages[k], messages[j]), max(messages[k], messages[j]), (
             unit if step > 0 else first)
 
-    out = []
+    # the requests next to each replace, then the usage of their last messages, whose
+    # cited chunks are looked for together (`_usages`)
+    found: list[tuple[tuple[int, int] | None, tuple[int, int] | None]] = []
     for seq in seqs:
         k = bisect_left(messages, seq)
         before = after = None
         if k > 0:
             start, end, _ = request(k - 1, -1)
-            last = _unit(events, end, _line_view(events, end))
-            usage, _ = _usage_of(events, end, last, types)
-            total = (usage["input"] + usage.get("cache_read", 0) + usage.get("cache_write", 0)
-                     if "input" in usage else None)
-            before = (total, _request_id(last.source, last.turn, last.step, start),
-                      time_of(end))
+            unit_of(end)
+            before = (start, end)
         if k < len(messages):
-            start, end, last = request(k, +1)
-            usage, _ = _usage_of(events, end, last, types)
-            total = (usage["input"] + usage.get("cache_read", 0) + usage.get("cache_write", 0)
-                     if "input" in usage else None)
+            start, end, _ = request(k, +1)  # (its last message's unit is kept)
+            after = (start, end)
+        found.append((before, after))
+    ends = sorted({pair[1] for both in found for pair in both if pair is not None})
+    usage_of = dict(zip(ends, [u for u, _ in _usages(events, ends, units, types)],
+                        strict=True))
+
+    def total(usage: Mapping[str, int]) -> int | None:
+        return (usage["input"] + usage.get("cache_read", 0) + usage.get("cache_write", 0)
+                if "input" in usage else None)
+
+    out = []
+    for before_pair, after_pair in found:
+        before_total = before_request = before_time = None
+        after_total = after_request = after_time = after_usage = after_model = None
+        next_cache_write = None
+        if before_pair is not None:
+            start, end = before_pair
+            last = units[end]
+            before_total = total(usage_of[end])
+            before_request = _request_id(last.source, last.turn, last.step, start)
+            before_time = times[end]
+        if after_pair is not None:
+            start, end = after_pair
+            last = units[end]
+            after_usage = usage_of[end]
+            after_total = total(after_usage)
+            after_request = _request_id(last.source, last.turn, last.step, start)
+            after_time = times[start]
             model = last.source.get("model")
-            after = (total, _request_id(last.source, last.turn, last.step, start),
-                     time_of(start), usage, model if isinstance(model, str) else None)
-        out.append(AroundReplace(
-            before[0] if before else None, after[0] if after else None,
-            after[3].get("cache_write") if after else None,
-            before[1] if before else None, after[1] if after else None,
-            before[2] if before else None, after[2] if after else None,
-            after[3] if after else None, after[4] if after else None))
+            after_model = model if isinstance(model, str) else None
+            next_cache_write = after_usage.get("cache_write")
+        out.append(AroundReplace(before_total, after_total, next_cache_write,
+                                 before_request, after_request, before_time, after_time,
+                                 after_usage, after_model))
     return out

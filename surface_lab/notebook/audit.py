@@ -54,16 +54,28 @@ def compaction_audit(source: Any, *, strict: bool = True, progress: bool = True,
     (`DEFAULT_RULES`, `LEGACY_RULES`) the facts are those old lexical mentions instead.
     `recorded_matches` is False where a trace's shadowedSeqs disagree with the fold.
     The facts read only the replaces, what they hid and the surface at each replace."""
+    # Tens of thousands of acyclic objects (texts, entries, facts) live until the audit
+    # ends: no collection walks them meanwhile, and they are freed (by reference counts)
+    # before the collector is back, so it never walks them at all.
+    with gc_paused():
+        frame, problems = _audit_frame(source, strict, progress, rules)
+    return frame if strict else (frame, problems)
+
+
+def _audit_frame(source: Any, strict: bool, progress: bool, rules: FactRules | None
+                 ) -> tuple[pd.DataFrame, list[Any]]:
+    """`compaction_audit`'s frame and the log's problems (the log is dropped on return)."""
     log = load_source(source, strict=strict, progress=progress)
-    with gc_paused():  # the texts of what the replaces hid: many strings, no cycle
-        replaced = replacement_columns(log)
+    log.keep_message_lines()  # the texts' decode serves the evidence walk's calls too
+    replaced = replacement_columns(log)
     frame = frame_from_columns("replacements", replaced)
     for name, values in audit_columns(log, rules=rules, progress=progress,
                                       replacements=replaced).items():
         dtype = "int64" if name in _COUNTS else "Int64" if name in _NULLABLE else object
         frame[name] = pd.Series(values, dtype=dtype, index=frame.index)
     _recorded_tokens(log, frame)
-    return frame if strict else (frame, log.problems)
+    log.cache.pop("message_lines", None)  # (a log given in keeps no lines the walk left)
+    return frame, log.problems
 
 
 def _recorded_tokens(log: LogData, frame: pd.DataFrame) -> None:

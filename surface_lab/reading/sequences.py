@@ -46,6 +46,7 @@ class LineData(msgspec.Struct, Generic[B], gc=False):
     message: LineMessage[B] | None = None  # assistant messages and tool results
     content: list[B] | None = None  # user and context messages
     source: Any = None
+    error: Any = None  # a tool result's: the call failed
 
 
 class MessageLine(msgspec.Struct, Generic[B], gc=False):
@@ -176,8 +177,15 @@ class LogEvents(ReadOnlySequence[Event]):
         `raw`'s cost."""
         return [(text, source) for text, source, _ in self.message_parts(seqs)]
 
-    def message_parts(self, seqs: Iterable[int]) -> list[tuple[str, Any, frozenset[str]]]:
-        """`message_texts`, with the names of the tools each message calls."""
+    def message_parts(self, seqs: Iterable[int], *,
+                      keep: dict[int, MessageLine[Block]] | None = None,
+                      failed: dict[int, bool] | None = None
+                      ) -> list[tuple[str, Any, frozenset[str]]]:
+        """`message_texts`, with the names of the tools each message calls. With `keep`,
+        each assistant message's line decoded typed is put there too, by seq (for a
+        reader of its calls: `evidence.read_entries`); with `failed`, whether each tool
+        result says its call failed (its data's `error` or a block's `isError`), by seq
+        (for the facts ledger). A line the types do not take is in neither."""
         starts, codes = self._records.starts, self._records.codes
         view = memoryview(self._data)
         out: list[tuple[str, Any, frozenset[str]]] = []
@@ -198,13 +206,21 @@ class LogEvents(ReadOnlySequence[Event]):
                             == "assistant/message" else _NO_TOOLS))
                 continue
             data = line.data
+            if failed is not None and line.type == "tool/result":
+                failed[seq] = data is not None and (bool(data.error) or (
+                    data.message is not None
+                    and any(b.isError for b in data.message.content or ())))
             message = data.message if line.type in _NESTED_MESSAGE and data else data
             if message is None:
                 out.append(("", None, _NO_TOOLS))
                 continue
-            out.append((blocks_text(message.content), message.source, frozenset(
-                blocks_called_tools(message.content))
-                if line.type == "assistant/message" else _NO_TOOLS))
+            if line.type == "assistant/message":
+                if keep is not None:
+                    keep[seq] = line
+                out.append((blocks_text(message.content), message.source,
+                            frozenset(blocks_called_tools(message.content))))
+            else:
+                out.append((blocks_text(message.content), message.source, _NO_TOOLS))
         return out
 
     def line_view(self, seq: int) -> memoryview | None:
