@@ -228,6 +228,140 @@ class TestRedos:
         assert kinds == {(lost, read), (again, instruction)}
 
 
+class TestRedoNeedsNothingChanged:
+    """A re-read or re-run recovers a hidden item only when what it shows cannot have
+    changed since: the definition's "the file did not change since that read"."""
+
+    def test_an_edit_hidden_after_the_read_ends_re_reads_also_of_a_repeated_read(
+            self) -> None:
+        log = _Log()
+        start = log.user("fix the test setup")
+        log.tool("Read", {"file_path": "/w/test/a_test.exs", "limit": 15}, "1 setup")
+        log.tool("Read", {"file_path": "/w/test/a_test.exs", "limit": 15}, "1 setup")
+        _, edit = log.tool("Edit", {"file_path": "/w/test/a_test.exs", "old_string": "a",
+                                    "new_string": "b"}, "ok")
+        log.compact(start, edit, "Fixed the setup.")
+        log.tool("Read", {"file_path": "/w/test/a_test.exs", "limit": 15}, "1 setup")
+        assert fact_ledger(log.events).redos == []
+
+    def test_an_edit_on_the_surface_before_the_replace_ends_re_reads(self) -> None:
+        log = _Log()
+        start = log.user("look at the module")
+        _, read = log.tool("Read", {"file_path": "lib/m.ex"}, "defmodule M")
+        log.compact(start, read, "Read lib/m.ex.")
+        log.tool("Edit", {"file_path": "/w/lib/m.ex", "old_string": "a", "new_string": "b"},
+                 "ok")
+        log.tool("Read", {"file_path": "/w/lib/m.ex"}, "defmodule M")
+        assert fact_ledger(log.events).redos == []
+
+    @pytest.mark.parametrize("change", [
+        "cat <<'EOF' > core.py\nx = 1\nEOF",  # written whole by a here-document
+        "sed -i 's/a/b/' core.py",
+        "git checkout core.py",  # a work-tree wide change
+        "git stash",
+    ])
+    def test_a_shell_command_that_writes_the_file_ends_re_reads(self, change: str) -> None:
+        log = _Log()
+        start = log.user("look at core")
+        _, read = log.tool("bash", {"command": "cat core.py"}, "x = 0")
+        log.compact(start, read, "Looked.")
+        log.tool("bash", {"command": change}, "")
+        log.tool("bash", {"command": "cat core.py"}, "x = 1")
+        assert fact_ledger(log.events).redos == []
+
+    def test_a_script_the_agent_wrote_may_change_any_file(self) -> None:
+        log = _Log()
+        start = log.user("look at core")
+        _, read = log.tool("bash", {"command": "cat core.py"}, "x = 0")
+        log.tool("bash", {"command": "cat <<'EOF' > fix.py\nopen('core.py', 'w')\nEOF"},
+                 "")
+        log.compact(start, read + 3, "Looked, wrote fix.py.")
+        log.tool("bash", {"command": "python fix.py"}, "")
+        log.tool("bash", {"command": "cat core.py"}, "x = 1")
+        assert fact_ledger(log.events).redos == []
+
+    def test_an_install_changes_the_manifest_only(self) -> None:
+        log = _Log()
+        start = log.user("add highlighting")
+        _, manifest = log.tool("Read", {"file_path": "assets/package.json"}, "{}")
+        _, build = log.tool("Read", {"file_path": "assets/build.js"}, "esbuild")
+        log.tool("Bash", {"command": "cd assets && npm install highlight.js 2>&1 | tail -5"},
+                 "found 0 vulnerabilities")
+        log.compact(start, build + 3, "Installed highlight.js.")
+        log.tool("Read", {"file_path": "assets/package.json"}, "{hl}")
+        again, _ = log.tool("Read", {"file_path": "assets/build.js"}, "esbuild")
+        assert [(r.seq, r.hidden_seq) for r in fact_ledger(log.events).redos] == [
+            (again, build)]
+        assert manifest not in {r.hidden_seq for r in fact_ledger(log.events).redos}
+
+    @pytest.mark.parametrize(("hidden", "later", "redo"), [
+        ({}, {}, True),
+        ({"offset": 100, "limit": 40}, {"offset": 110, "limit": 40}, True),
+        ({}, {"offset": 10, "limit": 20}, False),  # a narrow part of a whole file read
+        ({"limit": 10}, {}, False),  # a whole file after ten lines of it: mostly new
+        ({"offset": 1, "limit": 20}, {"offset": 200, "limit": 20}, False),  # a new range
+    ])
+    def test_the_later_read_must_cover_mostly_the_hidden_lines(
+            self, hidden: dict[str, int], later: dict[str, int], redo: bool) -> None:
+        log = _Log()
+        start = log.user("read the view")
+        _, read = log.tool("Read", {"file_path": "lib/view.ex", **hidden}, "code")
+        log.compact(start, read, "Read it.")
+        log.tool("Read", {"file_path": "lib/view.ex", **later}, "code")
+        assert bool(fact_ledger(log.events).redos) is redo
+
+    def test_sed_ranges_and_a_grep_of_the_file(self) -> None:
+        log = _Log()
+        start = log.user("find the name logic")
+        _, read = log.tool("bash", {"command": "nl -ba t.py | sed -n '1240,1250p'"}, "code")
+        log.compact(start, read, "Read it.")
+        log.tool("bash", {"command": "nl -ba t.py | grep -C 5 'Structured ndarray'"}, "x")
+        assert fact_ledger(log.events).redos == []  # a search, not those lines again
+        again, _ = log.tool("bash", {"command": "sed -n '1238,1250p' t.py"}, "code")
+        assert [r.seq for r in fact_ledger(log.events).redos] == [again]
+
+    def test_a_re_run_after_any_change_of_code_is_verification(self) -> None:
+        log = _Log()
+        start = log.user("reproduce it")
+        _, run = log.tool("bash", {"command": "python reproduce.py"}, "13234 arcsec")
+        log.tool("bash", {"command": "cat <<'EOF' > transforms.py\nx = 1\nEOF"}, "")
+        log.compact(start, run + 3, "Reproduced; rewrote transforms.py.")
+        log.tool("bash", {"command": "python reproduce.py"}, "13234 arcsec")
+        assert fact_ledger(log.events).redos == []
+
+    def test_a_part_of_a_hidden_compound_query_run_alone(self) -> None:
+        log = _Log()
+        start = log.user("implement the epic")
+        _, shown = log.tool("Bash", {"command": 'bd show t.5 2>&1; echo "==="; bd show t.7 '
+                                                '2>&1', "description": "all tasks"}, "t.7: X")
+        log.tool("Bash", {"command": "bd close t.5"}, "closed")  # another bead changes
+        log.tool("Edit", {"file_path": "lib/a.ex", "old_string": "a", "new_string": "b"},
+                 "ok")  # a file changes: a bead query does not depend on it
+        log.compact(start, shown + 6, "Closed t.5.")
+        again, _ = log.tool("Bash", {"command": "bd show t.7 2>&1", "description": "t.7"},
+                            "t.7: X")
+        log.tool("Bash", {"command": "git commit -m 'x'"}, "1 file changed")
+        [redo] = fact_ledger(log.events).redos
+        assert (redo.kind, redo.seq, redo.hidden_seq) == ("re-run", again, shown)
+
+    def test_a_history_query_after_a_commit_is_no_re_run(self) -> None:
+        log = _Log()
+        start = log.user("commit it")
+        _, shown = log.tool("Bash", {"command": "git log -5 --oneline"}, "abc first")
+        log.compact(start, shown, "Looked at the history.")
+        log.tool("Bash", {"command": "git commit -m 'fix'"}, "1 file changed")
+        log.tool("Bash", {"command": "git log -5 --oneline"}, "def fix")
+        assert fact_ledger(log.events).redos == []
+
+    def test_a_question_beside_a_tool_call_is_not_put_to_the_user(self) -> None:
+        log = _Log()
+        task = log.user("why does the reproduction still show the large error at 10 km")
+        log.compact(task, task, "Task: the ITRS error.")
+        log.tool("bash", {"command": "python r.py"}, "x",
+                 text="Why does the reproduction still show the large error at 10 km?")
+        assert fact_ledger(log.events).redos == []
+
+
 class TestFramesAndReport:
     def test_frames_keep_their_schema(self) -> None:
         log, _ = TestRedos()._read_then_compact()

@@ -20,7 +20,7 @@ import re
 import shlex
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from itertools import accumulate
 from typing import Any
@@ -103,6 +103,10 @@ _HARNESS = re.compile(r"<(?:command-name|command-message|local-command-stdout|"
                       r"local-command-caveat|system-reminder)>|Caveat: The messages below")
 _WORD = re.compile(r"[a-z0-9_./-]{4,}")
 _CD = re.compile(r"^\s*cd\s+\S+\s*(?:&&|;)\s*")
+WRITE_COMMANDS = frozenset({"cat", "echo", "printf", "tee"})
+_QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
+# an output redirection's target (`> f`, `>> f`, `2> f`, `&> f`; not `>&2`)
+_OUT = re.compile(r"(?:^|(?<=[\s;&|]))(?:\d|&)?>>?(?!&)\s*([^\s;&|<>()]+)")
 _REDIRECT = re.compile(r"\d?>>?\s*\S+|<\s*\S+|2>&1")
 
 
@@ -115,6 +119,7 @@ class ToolUse:
     target: str  # the path, or the command (normalised), or the call's canonical args
     detail: str = ""  # a read's range, a command's text
     key: str = ""  # tool + canonical arguments
+    command: str = ""  # a shell call's command line, as given
 
 
 @dataclass
@@ -228,7 +233,12 @@ def _patch_paths(text: str) -> tuple[str, list[str]]:
 
 def _shell_use(tool: str, command: str, key: str) -> ToolUse:
     """A shell command: a file read (cat, sed -n, head, ...), an edit (sed -i, a patch),
-    a routine step, or a command."""
+    a file written whole (`cat <<EOF > f`, `echo ... > f`, `tee f`), a routine step, or a
+    command; with the command line itself (what it changes is read from it)."""
+    return replace(_shell_kind(tool, command, key), command=command)
+
+
+def _shell_kind(tool: str, command: str, key: str) -> ToolUse:
     norm = normal_command(command)
     if "*** Begin Patch" in command:
         kind, paths = _patch_paths(command)
@@ -239,6 +249,10 @@ def _shell_use(tool: str, command: str, key: str) -> ToolUse:
         return ToolUse("", tool, norm, norm, key)
     head = words[0].rsplit("/", 1)[-1]
     files = [w for w in words[1:] if not w.startswith("-")]
+    if head in WRITE_COMMANDS:  # the file a cat, echo, printf or tee writes whole
+        written = _written(first.split("\n", 1)[0]) or (files if head == "tee" else [])
+        if written:
+            return ToolUse("file-create", tool, written[0], norm, key)
     if head in ROUTINE and "&&" not in norm and "|" not in norm:
         return ToolUse("", tool, norm, norm, key)
     if head in READ_COMMANDS and files:
@@ -251,6 +265,12 @@ def _shell_use(tool: str, command: str, key: str) -> ToolUse:
         sub, path = words[1], words[2]
         kind = {"view": "file-read", "create": "file-create"}.get(sub, "file-edit")
         return ToolUse(kind, tool, path, sub, key)
+    # SWE-agent's own commands: `open FILE`, `create FILE`, `edit N:M` (of the open file)
+    if head in ("open", "create") and len(words) >= 2 and tool.lower() in SHELL_TOOLS:
+        return ToolUse("file-read" if head == "open" else "file-create", tool, words[1],
+                       " ".join(words[2:3]), key)
+    if head == "edit" and len(words) >= 2 and re.fullmatch(r"\d+:\d+", words[1]):
+        return ToolUse("file-edit", tool, "", f"lines {words[1]}", key)
     if head in ("apply_patch", "applypatch"):
         kind, paths = _patch_paths(command)
         return ToolUse(kind, tool, paths[0] if paths else norm, ", ".join(paths), key)
@@ -317,6 +337,215 @@ def _classify(name: str, arguments: Any) -> ToolUse:
     else:
         target = _canonical(arguments)
     return ToolUse("command", tool, target, target, key)
+
+
+def _written(line: str) -> list[str]:
+    """The files a command line's output redirections write (never `/dev/...` or a
+    descriptor); quoted text is no redirection."""
+    bare = _QUOTED.sub("''", line)
+    return [t for t in _OUT.findall(bare) if t != "''" and not t.startswith(("/dev/", "&"))]
+
+
+def command_parts(command: str) -> list[str]:
+    """The simple commands of a command line, split at unquoted `&&`, `||`, `;`, `|` and
+    line ends (a here-document's body stays with its command)."""
+    parts: list[str] = []
+    cur: list[str] = []
+    quote = ""
+    i, n = 0, len(command)
+    while i < n:
+        ch = command[i]
+        if quote:
+            cur.append(ch)
+            if ch == "\\" and quote == '"' and i + 1 < n:
+                cur.append(command[i + 1])
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+            cur.append(ch)
+        elif ch == "<" and command.startswith("<<", i):  # a here-document: to its end word
+            m = re.match(r"<<-?\s*(['\"]?)(\w+)\1", command[i:])
+            end = -1
+            if m:
+                body = re.search(r"^\s*" + m.group(2) + r"\s*$", command[i + m.end():], re.M)
+                end = i + m.end() + body.end() if body else n
+            end = end if end > i else i + 2
+            cur.append(command[i:end])
+            i = end
+            continue
+        elif ch in ";|\n" or command.startswith("&&", i):
+            parts.append("".join(cur))
+            cur = []
+            if command.startswith(("&&", "||"), i):
+                i += 1
+        else:
+            cur.append(ch)
+        i += 1
+    parts.append("".join(cur))
+    return [p.strip() for p in parts if p.strip()]
+
+
+MANIFESTS = frozenset({
+    "package.json", "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "bun.lockb",
+    "requirements.txt", "pyproject.toml", "poetry.lock", "uv.lock", "Pipfile",
+    "Pipfile.lock", "Cargo.toml", "Cargo.lock", "go.mod", "go.sum", "Gemfile",
+    "Gemfile.lock", "mix.exs", "mix.lock", "composer.json", "composer.lock"})
+_INSTALL = re.compile(
+    r"^(?:(?:npm|pnpm|yarn|bun) (?:install|i|add|remove|rm|uninstall|update|upgrade)\b|"
+    r"(?:uv )?pip3? (?:install|uninstall)\b|uv (?:add|remove|sync|lock)\b|"
+    r"poetry (?:add|remove|install|update|lock)\b|cargo (?:add|remove|update)\b|"
+    r"go (?:get|mod tidy)\b|bundle (?:add|install|update)\b|mix deps\.(?:get|update)\b|"
+    r"composer (?:require|install|update)\b)")
+# work-tree wide changes: what they change is not named in the command
+_TREE = re.compile(r"^(?:git (?:checkout|reset|restore|stash|apply|pull|merge|rebase|"
+                   r"switch|am|cherry-pick|revert|clean)\b|patch\b)")
+INTERPRETERS = frozenset({"python", "python3", "node", "bash", "sh", "zsh", "ruby", "perl",
+                          "deno", "bun", "tsx", "ts-node", "php"})
+# programs that keep state of their own (an issue tracker, the history) or ask the
+# network or the system: a query of one (`bd show X`, `git log`) depends on that state,
+# not on the work tree's files
+STATEFUL_TOOLS = frozenset({"git", "bd", "gh", "glab", "jira", "linear", "hg", "svn"})
+ALWAYS_QUERIES = frozenset({"curl", "wget", "http", "ps", "env", "which", "whoami", "date",
+                            "uname", "hostname", "df", "du"})
+QUERY_VERBS = frozenset({"show", "list", "ls", "view", "ready", "status", "search", "get",
+                         "describe", "info", "log", "stats", "blocked", "remote",
+                         "rev-parse", "shortlog", "blame"})
+
+
+@dataclass(frozen=True)
+class _Effects:
+    """What a call may change: files it names, files it changes without naming them
+    (`anything`: a checkout, a patch), manifest files (a package install), and the
+    script it runs (a change when the agent wrote that script itself)."""
+
+    paths: tuple[str, ...] = ()
+    anything: bool = False
+    installs: bool = False
+    script: str = ""
+
+
+_NO_EFFECTS = _Effects()
+
+
+@lru_cache(maxsize=1 << 14)
+def _effects(use: ToolUse) -> _Effects:
+    if use.kind in ("file-edit", "file-create") and not use.command:
+        paths = tuple(p.strip() for p in use.detail.split(",")) if (
+            use.detail and use.tool.lower() in ("apply_patch", "patch")) else (use.target,)
+        return _Effects(tuple(p for p in paths if p))
+    if not use.command:
+        return _NO_EFFECTS
+    paths: list[str] = []
+    anything = installs = False
+    script = ""
+    for part in command_parts(use.command):
+        line = part.split("\n", 1)[0]
+        paths += _written(line)
+        words = _words(_REDIRECT.sub(" ", line))
+        while words and (("=" in words[0] and not words[0].startswith("="))
+                         or words[0] in ("sudo", "env", "time", "nohup")):
+            words = words[1:]
+        if not words:
+            continue
+        head = words[0].rsplit("/", 1)[-1]
+        args = [w for w in words[1:] if not w.startswith("-")]
+        text = " ".join([head, *words[1:]])
+        if head == "sed" and any(w.startswith("-i") for w in words) and args:
+            paths.append(args[-1])
+        elif head in ("tee", "rm", "touch", "truncate", "mv") and args:
+            paths += args
+        elif head == "cp" and len(args) >= 2:
+            paths.append(args[-1])
+        elif head == "str_replace_editor" and len(words) >= 3 and words[1] != "view":
+            paths.append(words[2])
+        elif head in ("create", "edit") and use.kind in ("file-create", "file-edit"):
+            anything = anything or not use.target
+            paths += [use.target] if use.target else []
+        elif _TREE.match(text) or "*** Begin Patch" in part:
+            anything = True
+        elif _INSTALL.match(text):
+            installs = True
+        elif head in INTERPRETERS and args:
+            script = args[0]
+        elif head.startswith("./") or words[0].startswith("./"):
+            script = words[0]
+    if use.kind in ("file-edit", "file-create") and use.target:
+        paths.append(use.target)
+    return _Effects(tuple(dict.fromkeys(p for p in paths if p)), anything, installs, script)
+
+
+def _query(part: str) -> tuple[str, frozenset[str]] | None:
+    """(program, what it names) of a simple command that only asks (a query of a
+    program with state of its own, or of the network or the system), else None."""
+    words = _words(_REDIRECT.sub(" ", part.split("\n", 1)[0]))
+    if not words:
+        return None
+    head = words[0].rsplit("/", 1)[-1]
+    args = [w for w in words[1:] if not w.startswith("-")]
+    if head in ALWAYS_QUERIES:
+        return head, frozenset(args)
+    if head in STATEFUL_TOOLS and any(a in QUERY_VERBS for a in args[:2]):
+        return head, frozenset(a for a in args if a not in QUERY_VERBS)
+    return None
+
+
+def _depends_on_files(use: ToolUse) -> bool:
+    """Whether a command's outcome may depend on any file of the work tree (it runs code,
+    builds, tests or searches), not only on what it names (a query of an issue tracker,
+    the history, the network)."""
+    for part in command_parts(use.command or use.target):
+        words = part.split()
+        if words and (words[0] in ROUTINE or _query(part) is not None):
+            continue
+        return True
+    return False
+
+
+def _read_range(use: ToolUse) -> tuple[float, float] | None:
+    """The lines a read covers: None for the whole file, (first, last) for a part, and
+    (0, 0) for a part whose lines are not known (a grep of the file, a tail)."""
+    detail = use.detail
+    if use.command:  # a shell read: its own range, or its pipe's
+        parts = command_parts(use.command)
+        text = " ".join(parts)
+        m = re.search(r"\bsed -n ['\"]?(\d+)(?:,(\d+))?p", text)
+        if m:
+            return float(m.group(1)), float(m.group(2) or m.group(1))
+        m = re.search(r"\bhead(?: -n)? -?(\d+)\b", text)
+        if m:
+            return 1.0, float(m.group(1))
+        if re.search(r"\bhead\b", text):
+            return 1.0, 10.0
+        if len(parts) > 1 or re.search(r"^(?:tail|grep)\b", parts[0] if parts else ""):
+            return 0.0, 0.0
+        return None
+    m = re.match(r"offset (\d+), limit ?(\d*)", detail)
+    if m:
+        first = max(float(m.group(1)), 1.0)
+        return first, first + float(m.group(2)) - 1 if m.group(2) else float("inf")
+    m = re.match(r"lines \[(-?\d+),\s*(-?\d+)\]", detail)
+    if m:
+        last = float(m.group(2))
+        return float(m.group(1)), float("inf") if last < 0 else last
+    return None
+
+
+def _covers(hidden: tuple[float, float] | None, later: tuple[float, float] | None) -> bool:
+    """Whether a later read gets back what a hidden read showed: most of the hidden
+    lines, and mostly those (a whole file read after a hidden ten lines of it reads
+    mostly what was never hidden; ten lines after a hidden whole file get little back)."""
+    if hidden is None or later is None:
+        return hidden is later
+    if hidden == (0.0, 0.0) or later == (0.0, 0.0):
+        return False
+    inf = float("inf")
+    if inf in (hidden[1], later[1]):
+        return hidden[1] == later[1] and abs(hidden[0] - later[0]) <= 20
+    both = min(hidden[1], later[1]) - max(hidden[0], later[0]) + 1
+    return (both >= 0.5 * (hidden[1] - hidden[0] + 1)
+            and both >= 0.5 * (later[1] - later[0] + 1))
 
 
 # ------------------------------------------------------------------- helpers
@@ -856,6 +1085,7 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
     inside = _inside_brackets(log)
     actors = log.seqs_of_type("assistant/message", "user/message")
     shown_args: dict[str, str] = {}  # a call's arguments as a re-do shows them
+    changes = _Changes(reader)  # (built when a candidate re-read or re-run asks)
     for i, rseq in enumerate(replaces):
         rows = by_replace.get(rseq, [])
         hidden_texts = texts_by_replace.get(rseq, {})
@@ -868,7 +1098,7 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
             map(is_redacted, targets))
         if unmeasurable[rseq]:
             continue
-        reads = _Paths()  # path -> hidden read result seq
+        failed = {f.seq for f in rows if f.kind == "error"}
         runs: dict[str, int] = {}
         calls: dict[str, int] = {}
         users: list[tuple[int, str]] = []
@@ -880,40 +1110,42 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
                 continue
             if reader.types[f.seq] != "tool/result":
                 continue
-            if use.kind == "file-read" and use.target:
-                reads.put(use.target, f.seq)
-            elif use.kind in ("file-edit", "file-create") and use.target:
-                reads.drop(use.target)
-            elif use.kind in ("command", "error") and use.tool.lower() in SHELL_TOOLS:
+            if use.kind == "command" and use.tool.lower() in SHELL_TOOLS:
                 runs[normal_command(use.target)] = f.seq
             calls[use.key] = f.seq
-        # hidden reads of duplicate calls still count for a re-read
-        in_rows = {f.seq for f in rows}
+        # every hidden read result (also of a call repeated in the replace): path ->
+        # (result seq, the read), in order; a failed read got nothing back
+        reads = _Paths()
         for s in hidden_texts:
-            if types[s] == "tool/result" and s not in in_rows:
+            if types[s] == "tool/result" and s not in failed:
                 call = reader.call_of(s)
-                if (call is not None and call[1].kind == "file-read" and call[1].target
-                        and reads.get(call[1].target) is None):
-                    reads.put(call[1].target, s)
-        # each part of a hidden compound command -> the first such command's result
+                if call is not None and call[1].kind == "file-read" and call[1].target:
+                    reads.add(call[1].target, s, call[1])
+        # each part of a hidden compound command -> the latest such command's result
         parts: dict[str, int] = {}
         for c, s in runs.items():
-            if "&&" in c:
-                for part in c.split("&&"):
-                    parts.setdefault(part.strip(), s)
+            split = command_parts(c)
+            if len(split) > 1:
+                for part in split:
+                    parts[_plain(part)] = s
         end = replaces[i + 1] if i + 1 < len(replaces) else len(types)
-        changed = _Paths()
-        dirty = False  # a file changed since the replace
         for seq in actors[bisect_right(actors, rseq): bisect_left(actors, end)]:
             if seq in inside:
                 continue
             kind = types[seq]
             if kind == "assistant/message":
-                for btype, name, arguments, call_id in reader.acts.get(seq, ()):
+                acts = reader.acts.get(seq, ())
+                asks = not any(btype == "tool-call" for btype, _, _, _ in acts)
+                for btype, name, arguments, call_id in acts:
                     if btype == "text":
+                        if not asks:  # a question beside a call is not put to the user
+                            continue
+                        found: set[int] = set()
                         for q in _questions(str(name)):
                             hit = max(users, key=lambda u: _overlap(q, u[1]), default=None)
-                            if hit is not None and _overlap(q, hit[1]) >= 0.5:
+                            if hit is not None and hit[0] not in found and _overlap(
+                                    q, hit[1]) >= 0.5:
+                                found.add(hit[0])
                                 out.append(Redo(seq, "re-ask", rseq, hit[0], None, q,
                                                 _short(hit[1], 80)))
                         continue
@@ -923,19 +1155,17 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
                     call_id = str(call_id)
                     redo = None
                     if use.kind == "file-read" and use.target:
-                        hit_seq = reads.get(use.target)
-                        if hit_seq is not None and changed.get(use.target) is None:
-                            redo = ("re-read", hit_seq, use.target)
-                    elif use.kind in ("file-edit", "file-create"):
-                        if use.target:
-                            changed.put(use.target, seq)
-                        dirty = True
-                        continue
+                        later = _read_range(use)
+                        for hit_seq, hidden_use in reversed(reads.get_all(use.target)):
+                            if _covers(_read_range(hidden_use), later) and not (
+                                    changes.file_changed(use.target, hit_seq, seq)):
+                                redo = ("re-read", hit_seq, use.target)
+                                break
                     elif use.kind == "command" and use.tool.lower() in SHELL_TOOLS:
                         hit_seq = runs.get(normal_command(use.target))
                         if hit_seq is None:  # one part of a hidden compound command
-                            hit_seq = parts.get(normal_command(use.target))
-                        if hit_seq is not None and not dirty:
+                            hit_seq = parts.get(_plain(normal_command(use.target)))
+                        if hit_seq is not None and not changes.run_changed(use, hit_seq, seq):
                             redo = ("re-run", hit_seq, use.target)
                     if (redo is None and use.kind == "command"
                             and use.tool.lower() not in SHELL_TOOLS):
@@ -972,43 +1202,127 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
     return out, unmeasurable
 
 
+def _plain(command: str) -> str:
+    """A simple command as compared for a re-run: its redirections taken off, spaced."""
+    return " ".join(_REDIRECT.sub(" ", command).split())
+
+
+class _Changes:
+    """When the files of a log's work tree changed, read from every call of the log
+    (built on first use): per path the seqs of the calls that changed it; the seqs of
+    calls that may have changed any file (a checkout, a patch, a script the agent wrote
+    itself, an edit of SWE-agent's open file); of package installs (which rewrite the
+    manifest and lock files)."""
+
+    def __init__(self, reader: _Reader) -> None:
+        self.reader = reader
+        self.paths: _Paths | None = None
+        self.anything: list[int] = []
+        self.installs: list[int] = []
+        self.every: list[int] = []
+        # program -> (seq, the words it was given) of each call that changed its state
+        self.states: dict[str, list[tuple[int, frozenset[str]]]] = {}
+
+    def _build(self) -> _Paths:
+        paths = _Paths()
+        created = _Paths()
+        every: set[int] = set()
+        for seq in sorted(self.reader.acts):
+            for kind, name, arguments, _ in self.reader.acts[seq]:
+                if kind != "tool-call":
+                    continue
+                use = classify_call(str(name), arguments)
+                if use.kind not in ("file-edit", "file-create") and not use.command:
+                    continue
+                eff = _effects(use)
+                for p in eff.paths:
+                    paths.add(p, seq, None)
+                    every.add(seq)
+                if eff.anything or (eff.script and created.get(eff.script) is not None):
+                    self.anything.append(seq)
+                    every.add(seq)
+                if eff.installs:
+                    self.installs.append(seq)
+                    every.add(seq)
+                if use.kind == "file-create" and use.target:
+                    created.add(use.target, seq, None)
+                if use.command:
+                    for part in command_parts(use.command):
+                        words = part.split("\n", 1)[0].split()
+                        head = words[0].rsplit("/", 1)[-1] if words else ""
+                        if head in STATEFUL_TOOLS and _query(part) is None:
+                            self.states.setdefault(head, []).append((seq, frozenset(
+                                w.strip("'\"") for w in words[1:])))
+        self.every = sorted(every)
+        self.paths = paths
+        return paths
+
+    @staticmethod
+    def _within(seqs: list[int], lo: int, hi: int) -> bool:
+        return bisect_right(seqs, lo) < bisect_left(seqs, hi)
+
+    def file_changed(self, path: str, lo: int, hi: int) -> bool:
+        """Whether the file may have changed after seq `lo` and before seq `hi`."""
+        paths = self.paths if self.paths is not None else self._build()
+        if any(lo < s < hi for s, _ in paths.get_all(path)):
+            return True
+        if self._within(self.anything, lo, hi):
+            return True
+        return _parts(path)[-1:] in {(m,) for m in MANIFESTS} and self._within(
+            self.installs, lo, hi)
+
+    def run_changed(self, use: ToolUse, lo: int, hi: int) -> bool:
+        """Whether what a command depends on may have changed after `lo`, before `hi`:
+        any file for one that runs, builds, tests or searches; else the files it names."""
+        if self.paths is None:
+            self._build()
+        if _depends_on_files(use):
+            return self._within(self.every, lo, hi)
+        for part in command_parts(use.command or use.target):
+            asked = _query(part)
+            if asked is None:
+                continue
+            program, named = asked
+            for seq, given in self.states.get(program, ()):
+                if lo < seq < hi and (not named or named & given):
+                    return True  # (a query naming nothing asks about all of it)
+            if any(self.file_changed(w, lo, hi) for w in named if "/" in w or "." in w):
+                return True
+        return False
+
+
 def _parts(path: str) -> tuple[str, ...]:
     return tuple(p for p in path.strip().strip("'\"").split("/") if p and p != ".")
 
 
 class _Paths:
-    """Paths to seqs, where a relative and an absolute path to one file are one path (the
-    shorter is a tail of the longer, by whole components)."""
+    """Paths to seqs (and a value each), in the order added, where a relative and an
+    absolute path to one file are one path (the shorter is a tail of the longer, by whole
+    components)."""
 
     def __init__(self) -> None:
-        self.by_name: dict[str, list[tuple[tuple[str, ...], int]]] = {}
+        self.by_name: dict[str, list[tuple[tuple[str, ...], int, Any]]] = {}
 
-    def put(self, path: str, seq: int) -> None:
+    def add(self, path: str, seq: int, value: Any) -> None:
         parts = _parts(path)
         if parts:
-            self.drop(path)
-            self.by_name.setdefault(parts[-1], []).append((parts, seq))
+            self.by_name.setdefault(parts[-1], []).append((parts, seq, value))
 
-    def _match(self, path: str) -> list[tuple[tuple[str, ...], int]]:
+    def get_all(self, path: str) -> list[tuple[int, Any]]:
+        """(seq, value) of every entry for this path, in the order added."""
         parts = _parts(path)
         if not parts:
             return []
-        return [(p, s) for p, s in self.by_name.get(parts[-1], ())
+        return [(s, v) for p, s, v in self.by_name.get(parts[-1], ())
                 if p[-len(parts):] == parts or parts[-len(p):] == p]
 
     def get(self, path: str) -> int | None:
-        found = self._match(path)
-        return found[-1][1] if found else None
-
-    def drop(self, path: str) -> None:
-        found = self._match(path)
-        if found:
-            rows = self.by_name[_parts(path)[-1]]
-            rows[:] = [r for r in rows if r not in found]
+        found = self.get_all(path)
+        return found[-1][0] if found else None
 
     def items(self) -> Iterator[tuple[str, int]]:
         for rows in self.by_name.values():
-            for parts, seq in rows:
+            for parts, seq, _ in rows:
                 yield "/".join(parts), seq
 
 
