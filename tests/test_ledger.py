@@ -167,6 +167,99 @@ class TestFactsFromStructure:
         assert is_redacted("[REDACTED_OUTPUT len=12 sha=ab]") and not is_redacted("[1, 2]")
 
 
+class TestFactKinds:
+    def test_a_file_written_whole_is_created_once_then_edited(self) -> None:
+        log = _Log()
+        start = log.user("write the migration")
+        _, new = log.tool("Write", {"file_path": "/w/m/001.exs", "content": "a"}, "created")
+        _, again = log.tool("Write", {"file_path": "m/001.exs", "content": "b"}, "updated")
+        _, heredoc = log.tool("bash", {"command": "cat <<'EOF' > t.py\nx = 1\nEOF"}, "")
+        _, read = log.tool("bash", {"command": "cat t.py"}, "x = 1")
+        _, rewrite = log.tool("bash", {"command": "cat <<'EOF' > t.py\nx = 2\nEOF"}, "")
+        log.compact(start, rewrite, "Wrote the migration.")
+        facts = _facts(log)
+        assert facts[new].kind == "file-create" and facts[again].kind == "file-edit"
+        assert facts[again].text == "edited m/001.exs"
+        assert facts[heredoc].kind == "file-create" and facts[heredoc].text == "created t.py"
+        assert facts[read].kind == "file-read" and facts[rewrite].kind == "file-edit"
+
+    @pytest.mark.parametrize(("output", "kind"), [
+        ("Traceback (most recent call last):\n  File \"r.py\", line 3\nAttributeError: x",
+         "error"),
+        ("<returncode>1</returncode>\n<output>\nboom\n</output>", "error"),
+        ("<returncode>0</returncode>\n<output>\nCaught exception: ValueError: bad\n</output>",
+         "error"),
+        ("ValueError: TimeSeries object is invalid", "error"),
+        ("Your proposed edit has introduced new syntax error(s).\nE999 SyntaxError", "error"),
+        ("3 warnings\nall good", "command"),
+        ("<returncode>0</returncode>\n<output>\nAlt: 89.9 deg\n</output>", "command"),
+    ])
+    def test_a_command_fails_by_its_status_or_its_output(self, output: str, kind: str
+                                                         ) -> None:
+        log = _Log()
+        start = log.user("reproduce the bug")
+        _, run = log.tool("bash", {"command": "python r.py"}, output)
+        log.compact(start, run, "Ran it.")
+        assert _facts(log)[run].kind == kind
+
+    def test_swe_agent_commands(self) -> None:
+        log = _Log()
+        start = log.user("fix the handler")
+        _, made = log.tool("bash", {"command": "create reproduce_bug.py"},
+                           "[File: /r/reproduce_bug.py (1 lines total)]\n1:")
+        _, edit = log.tool("bash", {"command": "edit 1:1\nimport numpy\nend_of_edit"},
+                           "[File: /r/reproduce_bug.py (2 lines total)]\n1:import numpy")
+        log.compact(start, edit, "Made the script.")
+        facts = _facts(log)
+        assert facts[made].kind == "file-create"
+        assert (facts[edit].kind, facts[edit].text) == ("file-edit", "edited /r/reproduce_bug.py")
+
+    def test_the_users_answer_to_a_plan_is_a_decision(self) -> None:
+        log = _Log()
+        start = log.user("plan the renderer change")
+        _, plan = log.tool("ExitPlanMode", {"plan": "# Plan"}, "User has approved your plan.")
+        log.compact(start, plan, "Planned.")
+        assert _facts(log)[plan].kind == "decision"
+
+    def test_an_empty_answer_to_a_query_is_no_fact_a_state_change_is(self) -> None:
+        log = _Log()
+        start = log.user("set up the folders")
+        _, listing = log.tool("shell", {"command": ["bash", "-lc", "rg -n TODO"]}, "")
+        _, made = log.tool("bash", {"command": "mkdir test_dir"}, "")
+        log.compact(start, made, "Set up.")
+        facts = _facts(log)
+        assert listing not in facts and facts[made].kind == "command"
+
+    def test_a_background_command_has_its_fact_on_its_outcome(self) -> None:
+        log = _Log()
+        start = log.user("run the tests")
+        _, notice = log.tool("Bash", {"command": "mix test", "run_in_background": True},
+                             "Command running in background with ID: bd0a. Output is being "
+                             "written to: /tmp/c/tasks/bd0a.output")
+        _, tail = log.tool("Bash", {"command": "tail -30 /tmp/c/tasks/bd0a.output"},
+                           "Compiling 8 files")
+        _, poll = log.tool("TaskOutput", {"task_id": "bd0a", "block": True},
+                           "<status>running</status>\n<output>Compiling</output>")
+        _, done = log.tool("TaskOutput", {"task_id": "bd0a", "block": True},
+                           "<status>completed</status>\n<exit_code>0</exit_code>\n"
+                           "73 tests, 0 failures")
+        log.compact(start, done, "Ran the tests.")
+        facts = _facts(log)
+        assert notice not in facts and tail not in facts and poll not in facts
+        assert facts[done].kind == "command"
+
+    def test_the_same_call_again_with_another_result_is_another_fact(self) -> None:
+        log = _Log()
+        start = log.user("fix the view")
+        _, first = log.tool("Read", {"file_path": "lib/v.ex"}, "old")
+        log.tool("Edit", {"file_path": "lib/v.ex", "old_string": "a", "new_string": "b"}, "ok")
+        _, second = log.tool("Read", {"file_path": "lib/v.ex"}, "new")
+        _, third = log.tool("Read", {"file_path": "lib/v.ex"}, "new")
+        log.compact(start, third, "Fixed.")
+        facts = _facts(log)
+        assert first in facts and second in facts and third not in facts
+
+
 class TestRedos:
     def _read_then_compact(self) -> tuple[_Log, int]:
         log = _Log()

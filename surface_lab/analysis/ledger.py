@@ -82,13 +82,20 @@ _TRIGGER = re.compile(r"(?:start|continue|go on|second attempt|third attempt|beg
 _DECISION = re.compile(r"(?:yes|no|yep|nope|sure|go ahead|do it|approved?|proceed|"
                        r"option \w+|\d+|[a-d]|stop|don'?t|cancel)\b", re.I)
 _URL = re.compile(r"https?://[^\s<>\"'`)\]]*[^\s<>\"'`)\].,;:!?]")
-_EXIT = re.compile(r"(?:exit(?:ed)?(?: with)? (?:code|status)|exit_code|returncode|"
+_EXIT = re.compile(r"(?:exit(?:ed)?(?: with)? (?:code|status)|exit_code>?|returncode>?|"
                    r"Process exited with code)[\s:=]*(-?\d+)", re.I)
 _ERROR_LINE = re.compile(
-    r"^(?:Traceback \(most recent call last\)|(?:\w+\.)*\w*(?:Error|Exception)\b.*|"
+    r"^(?:Traceback \(most recent call last\):?|(?:\w+\.)*\w*(?:Error|Exception)\b.*|"
+    r"(?:Caught|Raised|Got) (?:an? )?(?:exception|error)\b.*|.*introduced new syntax error.*|"
     r"error(?:\[\w+\])?:.*|ERROR\b.*|FAILED\b.*|FAIL\b.*|fatal:.*|E\s{2,}.*|"
     r".*\b[1-9]\d* (?:failed|errors?|failures?)\b.*|.*command not found.*|"
     r".*No such file or directory.*|.*Permission denied.*)$", re.M)
+# an error line that says the command failed (not a warning of a run that worked): failing
+# tests, a traceback or an exception printed as the outcome, a refused edit
+_FAILURE = re.compile(
+    r"\b[1-9]\d* (?:failed|errors?|failures?)\b|Traceback|FAILED|^E\s{2,}|fatal:|"
+    r"^(?:\w+\.)*\w+(?:Error|Exception): |^(?:Caught|Raised|Got) (?:an? )?(?:exception|error)|"
+    r"introduced new syntax error", re.M)
 _REJECTED = ("The user doesn't want to proceed", "[Request interrupted by user")
 _LOST = re.compile(
     r"\b(?:you (?:forgot|lost|missed|never (?:read|looked|saw|opened)|didn'?t (?:read|"
@@ -665,6 +672,7 @@ class _Reader:
             self.acts = {s: e.acts for s, e in zip(
                 asked, read_entries(log.events, plans, asked, {}, {}), strict=True)}
         self._call_ids: dict[int, str | None] = {}
+        self._files: _Paths | None = None
         self.calls: dict[str, tuple[int, str, Any]] = {}  # call id -> (seq, name, args)
         for s, acts in self.acts.items():
             for kind, name, arguments, call_id in acts:
@@ -723,6 +731,19 @@ class _Reader:
     def text_blocks(self, seq: int) -> list[str]:
         return [name for kind, name, _, _ in self.acts.get(seq, ()) if kind == "text"]
 
+    def used_before(self, path: str, seq: int) -> bool:
+        """Whether a call before `seq` read, edited or wrote this file (so that writing it
+        whole at `seq` rewrites a file that existed). The index is built on first use."""
+        if self._files is None:
+            self._files = _Paths()
+            for s in sorted(self.acts):
+                for kind, name, arguments, _ in self.acts[s]:
+                    if kind == "tool-call":
+                        use = classify_call(str(name), arguments)
+                        if use.kind.startswith("file-") and use.target:
+                            self._files.add(use.target, s, None)
+        return any(s < seq for s, _ in self._files.get_all(path))
+
 
 def _user_fact(text: str, after_question: bool) -> tuple[str, str] | None:
     """(kind, text) of a user message, or None when it carries no fact."""
@@ -758,6 +779,17 @@ def _result_fact(reader: _Reader, seq: int, text: str) -> tuple[str, str, ToolUs
         return ("error" if failed else "command", _short(line or text, 120), None)
     if use.kind == "":
         return "", "", use
+    if use.tool.lower() in ASK_TOOLS and not failed:  # the user's answer to the agent
+        return "decision", _short(text), use
+    if not text.strip() and not failed and not (
+            use.kind.startswith("file-") or _STATEFUL.match(use.target)):
+        return "", "", use  # an empty answer to a query: nothing learned
+    if use.kind == "file-create" and use.target and reader.used_before(use.target, call[0]):
+        use = replace(use, kind="file-edit")  # a file that existed, written whole
+    if use.kind == "file-edit" and not use.target:  # the file SWE-agent's edit changed
+        m = re.match(r"\[File: ([^\]\n]+?) \(\d+ lines total\)\]", text.lstrip())
+        if m:
+            use = replace(use, target=m.group(1))
     label = use.target or use.tool
     if use.kind == "file-read":
         if failed:
@@ -773,8 +805,7 @@ def _result_fact(reader: _Reader, seq: int, text: str) -> tuple[str, str, ToolUs
     line = error_line(text) if (failed or code not in (None, 0) or len(text) < 20000) else None
     if failed or (code is not None and code != 0):
         return "error", f"{_short(label, 100)}: {line or _short(text, 80)}", use
-    if line and re.search(r"\b[1-9]\d* (?:failed|errors?|failures?)\b|Traceback|FAILED|"
-                          r"^E\s{2,}|fatal:", line, re.M):
+    if line and _FAILURE.search(line):
         return "error", f"{_short(label, 100)}: {line}", use
     outcome = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     return "command", f"{_short(label, 100)} -> {_short(outcome, 80)}", use
@@ -900,8 +931,9 @@ def fact_ledger(source: Any) -> Ledger:
         texts_by_replace[plan.seq] = texts
         answered = {c for c in (reader.call_id(h) for h in hidden
                                 if reader.types[h] == "tool/result") if c is not None}
-        seen_keys: set[str] = set()
+        seen_keys: set[tuple[str, str]] = set()
         prev_question = False
+        superseded = _background_superseded(reader, hidden, texts)
         rows: list[Fact] = []
         for s in hidden:
             kind_of = reader.types[s]
@@ -916,11 +948,14 @@ def fact_ledger(source: Any) -> Ledger:
                 rows.append(Fact(plan.seq, s, "unmeasurable", _short(text, 80)))
                 continue
             if kind_of == "tool/result":
+                if s in superseded:
+                    continue
                 kind, fact, use = _result_fact(reader, s, text)
                 if use is not None and kind not in ("", "error"):
-                    if use.key in seen_keys:
+                    seen = (use.key, text)  # an identical call with an identical result
+                    if seen in seen_keys:
                         continue
-                    seen_keys.add(use.key)
+                    seen_keys.add(seen)
                 if kind:
                     rows.append(Fact(plan.seq, s, kind, fact, _kept(kind, use, fact, kept)))
                     if use is not None:
@@ -951,6 +986,45 @@ def fact_ledger(source: Any) -> Ledger:
     ledger = Ledger(facts, redos, unmeasurable)
     log.cache["fact_ledger"] = ledger
     return ledger
+
+
+_BG_START = re.compile(r"running in background with ID: ([\w-]+)")
+_BG_ID = re.compile(r"(?:\"(?:task_id|bash_id|shell_id)\"\s*:\s*\"|/tasks/)([\w-]+)")
+_BG_NOTICE = re.compile(r"<task-id>([\w-]+)</task-id>")
+_BG_FINAL = re.compile(r"<status>\s*(?:completed|failed|killed|error)|<exit_code>")
+
+
+def _background_superseded(reader: _Reader, hidden: Sequence[int], texts: Mapping[int, str]
+                           ) -> set[int]:
+    """The hidden results that only start or poll a background command whose outcome a
+    later hidden item reports (its start notice, the polls before it): the fact goes on
+    the item holding the outcome."""
+    if not any("background" in texts.get(h, "") or "task" in texts.get(h, "")
+               for h in hidden):
+        return set()  # (most replaces: no background command)
+    marks: list[tuple[int, str, bool]] = []  # (seq, task id, reports the outcome)
+    for h in hidden:
+        text = texts.get(h, "")
+        kind = reader.types[h]
+        if kind == "user/message":
+            m = _BG_NOTICE.search(text) if text.lstrip().startswith("<task-") else None
+            if m:
+                marks.append((h, m.group(1), True))
+            continue
+        if kind != "tool/result":
+            continue
+        m = _BG_START.search(text[:300])
+        if m:
+            marks.append((h, m.group(1), False))
+            continue
+        call = reader.call_of(h)
+        m = _BG_ID.search(call[1].key) if call is not None else None
+        if m:
+            marks.append((h, m.group(1), bool(_BG_FINAL.search(text))))
+    last: dict[str, int] = {}
+    for h, task, _ in marks:
+        last[task] = h
+    return {h for h, task, final in marks if not final and last[task] > h}
 
 
 def _assistant_fact(reader: _Reader, replace_seq: int, seq: int, answered: set[str],
@@ -984,6 +1058,9 @@ def _assistant_fact(reader: _Reader, replace_seq: int, seq: int, answered: set[s
     return None
 
 
+# tools that put a question or a plan to the user: their result is the user's answer
+ASK_TOOLS = frozenset({"exitplanmode", "askuserquestion", "ask_user", "askuser",
+                       "request_user_input", "ask_followup_question"})
 _STATEFUL = re.compile(
     r"(?:git (?:commit|push|merge|rebase|reset|checkout|tag)|pip install|npm (?:install|i)"
     r"|pnpm (?:add|install)|uv (?:add|pip)|cargo add|rm |mv |mkdir |alembic|make install)")
