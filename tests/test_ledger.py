@@ -69,6 +69,13 @@ class _Log:
         got = self._add("tool/result", data)
         return asked, got
 
+    def compact_text(self, text: str) -> int:
+        """A summary that replaces nothing (an earlier one, hidden again later)."""
+        return self._add("user/message", {
+            "id": f"s{len(self.events)}", "role": "user",
+            "source": {"kind": "summary", "plugin": "compact"},
+            "content": [{"type": "text", "text": text}]})
+
     def say(self, text: str) -> int:
         return self._add("assistant/message", {"message": {
             "id": f"a{len(self.events)}", "role": "assistant",
@@ -201,6 +208,42 @@ class TestFactKinds:
         _, run = log.tool("bash", {"command": "python r.py"}, output)
         log.compact(start, run, "Ran it.")
         assert _facts(log)[run].kind == kind
+
+    def test_a_search_that_found_nothing_is_no_error_a_refused_edit_is(self) -> None:
+        log = _Log()
+        start = log.user("find the class")
+        _, grep = log.tool("bash", {"command": 'grep "class T" core.py'},
+                           "<returncode>1</returncode>\n<output>\n</output>")
+        _, refused = log.tool("bash", {"command": "edit 287:295\n)\nend_of_edit"},
+                              "Your proposed edit has introduced new syntax error(s).")
+        log.compact(start, refused, "Searched.")
+        facts = _facts(log)
+        assert facts[grep].kind == "command" and facts[refused].kind == "error"
+
+    def test_an_earlier_summary_with_the_users_request_is_an_instruction(self) -> None:
+        log = _Log()
+        first = log.compact_text("<compacted-summary>\n- user: List the files\n"
+                                 "- assistant: Found 2 files.\n</compacted-summary>")
+        other = log.compact_text("<summary>\nhello.py prints a greeting.\n</summary>")
+        log.user("go on with the listing please")
+        log.compact(first, len(log.events) - 1, "Listed.")
+        facts = _facts(log)
+        assert facts[first].kind == "instruction" and facts[other].kind == "other"
+
+    def test_a_terminal_observation_is_its_commands_result(self) -> None:
+        log = _Log()
+        start = log.user("create hello.txt")
+        log.say('{"analysis": "ready", "commands": [{"keystrokes": '
+                '"echo \'test1\' > test_dir/file1.txt\\n", "duration": 0.1}]}')
+        seen = log._add("context/message", {
+            "id": "o1", "role": "user", "source": {"kind": "harness", "harness": "atif",
+                                                    "origin": "observation"},
+            "content": [{"type": "text", "text": "New Terminal Output:\n\n# echo 'test1' > "
+                                                 "test_dir/file1.txt\n"}]})
+        log.compact(start, seen, "Created test_dir/file1.txt.")
+        fact = _facts(log)[seen]
+        assert (fact.kind, fact.text, fact.kept) == (
+            "file-create", "created test_dir/file1.txt", "yes")
 
     def test_swe_agent_commands(self) -> None:
         log = _Log()

@@ -96,6 +96,11 @@ _FAILURE = re.compile(
     r"\b[1-9]\d* (?:failed|errors?|failures?)\b|Traceback|FAILED|^E\s{2,}|fatal:|"
     r"^(?:\w+\.)*\w+(?:Error|Exception): |^(?:Caught|Raised|Got) (?:an? )?(?:exception|error)|"
     r"introduced new syntax error", re.M)
+# an edit the tool refused (SWE-agent's lint check, a string not found)
+_REFUSED = re.compile(r"introduced new syntax error|edit (?:was|has) not been applied|"
+                      r"^<tool_use_error>|String to replace not found", re.M | re.I)
+# commands whose exit status 1 is an answer, not a failure (no match; a difference; false)
+_NO_MATCH = re.compile(r"(?:e|f)?grep\b|rg\b|ag\b|diff\b|cmp\b|test\b|\[\s")
 _REJECTED = ("The user doesn't want to proceed", "[Request interrupted by user")
 _LOST = re.compile(
     r"\b(?:you (?:forgot|lost|missed|never (?:read|looked|saw|opened)|didn'?t (?:read|"
@@ -673,6 +678,7 @@ class _Reader:
                 asked, read_entries(log.events, plans, asked, {}, {}), strict=True)}
         self._call_ids: dict[int, str | None] = {}
         self._files: _Paths | None = None
+        self.assistants: list[int] | None = None  # the assistant messages' seqs, sorted
         self.calls: dict[str, tuple[int, str, Any]] = {}  # call id -> (seq, name, args)
         for s, acts in self.acts.items():
             for kind, name, arguments, call_id in acts:
@@ -767,9 +773,46 @@ def _user_fact(text: str, after_question: bool) -> tuple[str, str] | None:
     return "instruction", _short(body)
 
 
-def _result_fact(reader: _Reader, seq: int, text: str) -> tuple[str, str, ToolUse | None]:
-    """(kind, text, use) of a tool result; kind "" when it carries no fact."""
-    call = reader.call_of(seq)
+def _observed(reader: _Reader, log: LogData, seq: int) -> ToolUse | None:
+    """The commands whose output a terminal-style observation is (a harness message of
+    origin `observation`, as ATIF imports one no call answers): those the assistant message
+    before it gave in its text, as one shell call."""
+    source = log.source_of(seq)
+    if not isinstance(source, Mapping) or source.get("origin") != "observation":
+        return None
+    if reader.assistants is None:
+        reader.assistants = sorted(reader.acts)
+    at = bisect_left(reader.assistants, seq) - 1
+    if at < 0:
+        return None
+    text = "\n".join(reader.text_blocks(reader.assistants[at]))
+    command = commands_in(text)
+    return classify_call("bash", {"command": command}) if command else None
+
+
+def commands_in(text: str) -> str | None:
+    """The shell commands an assistant gave in its text: the keystrokes of a terminal
+    agent's JSON answer (`{"commands": [{"keystrokes": ...}]}`), else its last fenced
+    shell block."""
+    body = text.strip()
+    if body.startswith("{") and '"commands"' in body:
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            answer = None
+        if isinstance(answer, Mapping) and isinstance(answer.get("commands"), list):
+            keys = [str(c.get("keystrokes", "")).strip() for c in answer["commands"]
+                    if isinstance(c, Mapping)]
+            return "\n".join(k for k in keys if k) or None
+    blocks = re.findall(r"```(?:bash|sh|shell|console)?\n(.*?)```", body, re.S)
+    return blocks[-1].strip() or None if blocks else None
+
+
+def _result_fact(reader: _Reader, seq: int, text: str, given: ToolUse | None = None
+                 ) -> tuple[str, str, ToolUse | None]:
+    """(kind, text, use) of a tool result (or of an observation whose commands are
+    `given`); kind "" when it carries no fact."""
+    call = reader.call_of(seq) if given is None else (seq, given)
     use = call[1] if call is not None else None
     failed = reader.failed(seq)
     if any(text.lstrip().startswith(r) for r in _REJECTED):
@@ -797,11 +840,13 @@ def _result_fact(reader: _Reader, seq: int, text: str) -> tuple[str, str, ToolUs
         rng = f" ({use.detail})" if use.detail and use.tool.lower() != "bash" else ""
         return "file-read", f"read {label}{rng}", use
     if use.kind in ("file-edit", "file-create"):
-        if failed:
+        if failed or _REFUSED.search(text[:300]):
             return "error", f"{label}: {_short(text, 100)}", use
         verb = "created" if use.kind == "file-create" else "edited"
         return use.kind, f"{verb} {label}", use
     code = _exit_code(text)
+    if code == 1 and _NO_MATCH.match(use.target):
+        code = 0  # a search that found nothing, two files that differ: no failure
     line = error_line(text) if (failed or code not in (None, 0) or len(text) < 20000) else None
     if failed or (code is not None and code != 0):
         return "error", f"{_short(label, 100)}: {line or _short(text, 80)}", use
@@ -964,7 +1009,7 @@ def fact_ledger(source: Any) -> Ledger:
                 author = author_from(kind_of, log.source_of(s))
                 if s in reader.replace_seqs or author == "summary":
                     if text.strip():
-                        rows.append(Fact(plan.seq, s, "other", _short(text),
+                        rows.append(Fact(plan.seq, s, _summary_kind(text), _short(text),
                                          kept.said(text[:400])))
                     continue
                 found = _user_fact(text, prev_question)
@@ -972,7 +1017,17 @@ def fact_ledger(source: Any) -> Ledger:
                     rows.append(Fact(plan.seq, s, found[0], found[1],
                                      _kept(found[0], None, found[1], kept)))
             elif s in reader.replace_seqs and text.strip():
-                rows.append(Fact(plan.seq, s, "other", _short(text), kept.said(text[:400])))
+                rows.append(Fact(plan.seq, s, _summary_kind(text), _short(text),
+                                 kept.said(text[:400])))
+            elif kind_of == "context/message" and text.strip():
+                use = _observed(reader, log, s)
+                if use is None:
+                    continue
+                kind, fact, use = _result_fact(reader, s, text, use)
+                if kind:
+                    rows.append(Fact(plan.seq, s, kind, fact, _kept(kind, use, fact, kept)))
+                    if use is not None:
+                        uses[(plan.seq, s)] = use
         facts.extend(rows)
     redos, unmeasurable = _find_redos(log, reader, facts, uses, texts_by_replace)
     needed: dict[tuple[int, int], list[int]] = {}
@@ -1025,6 +1080,16 @@ def _background_superseded(reader: _Reader, hidden: Sequence[int], texts: Mappin
     for h, task, _ in marks:
         last[task] = h
     return {h for h, task, final in marks if not final and last[task] > h}
+
+
+_USER_WORDS = re.compile(r"^\W*(?:- )?user: \S|Original Task|Primary Request|"
+                         r"The user (?:asked|wants|requested)", re.M)
+
+
+def _summary_kind(text: str) -> str:
+    """The kind of an earlier summary hidden again: `instruction` when it carries the
+    user's words (its request), the most important of what it holds; else `other`."""
+    return "instruction" if _USER_WORDS.search(text[:4000]) else "other"
 
 
 def _assistant_fact(reader: _Reader, replace_seq: int, seq: int, answered: set[str],
