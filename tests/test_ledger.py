@@ -158,6 +158,39 @@ class TestFactsFromStructure:
         assert row["n_at_risk"] == 15 and len(row["facts_at_risk"]) == 10
         assert row["facts_at_risk"][0] == "instruction: read every file"
 
+    def test_what_the_surface_lost_ranks_before_what_it_kept(self) -> None:
+        log = _Log()
+        said = log.user("use the staging database for every migration")
+        _, lost = log.tool("Read", {"file_path": "/w/lib/lost.ex"}, "code")
+        _, kept = log.tool("Edit", {"file_path": "/w/lib/kept.ex", "old_string": "a",
+                                    "new_string": "b"}, "ok")
+        _, failed = log.tool("Bash", {"command": "mix test"}, "3 failed\nExit code 1",
+                             error=True)
+        log.compact(said, failed, "The user said: use the staging database for every "
+                                  "migration. Edited lib/kept.ex.")
+        facts = _facts(log)
+        order = sorted(facts.values(), key=lambda f: f.rank)
+        assert [f.seq for f in order] == [failed, lost, said, kept]  # not kept: by kind
+
+    def test_a_masked_read_keeps_its_path_not_what_it_read(self) -> None:
+        log = _Log()
+        log.user("look at the config")
+        _, read = log.tool("Read", {"file_path": "/w/config/test.exs"}, "config :x")
+        data = json.loads(json.dumps(log.events[read]["data"]))  # the result, masked
+        data["message"]["content"][0]["content"] = [{"type": "text", "text": "[hidden]"}]
+        log._add("tool/result", data, op={"op": "replace", "start": read, "end": read})
+        log.events[-1]["sourceEventSeqs"] = [read]
+        assert _facts(log)[read].kept == "partly"
+
+    def test_a_path_named_by_its_file_name_alone_is_partly_kept(self) -> None:
+        log = _Log()
+        start = log.user("fix the live view")
+        _, read = log.tool("Read", {"file_path": "/w/lib/web/live/session_live.ex"}, "x")
+        _, other = log.tool("Read", {"file_path": "/w/lib/web/README"}, "x")
+        log.compact(start, other, "Looked at session_live.ex and the readme.")
+        facts = _facts(log)
+        assert facts[read].kept == "partly" and facts[other].kept == "no"
+
     def test_calls_by_agent(self) -> None:
         assert classify_call("shell", {"command": ["bash", "-lc", "sed -n '1,80p' a/b.py"]}
                              ).kind == "file-read"

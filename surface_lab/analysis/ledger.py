@@ -925,18 +925,25 @@ class _Kept:
             return "yes"
         if any(f in self.calls for f in forms):
             return "partly"
+        base = forms[0].rsplit("/", 1)[-1].lower() if forms else ""
+        if "." in base.strip(".") and len(base) >= 6 and _has_word(self.spaced, base):
+            return "partly"  # named by its file name alone: which file is not said
         return "no"
 
     def said(self, text: str) -> str:
         low = " ".join(text.lower().split())
         if low and low[:200] in self.spaced:
             return "yes"
+        share = self.share(low)
+        return "yes" if share >= 0.8 else "partly" if share >= 0.4 else "no"
+
+    def share(self, low: str) -> float:
+        """The share of a lowered text's words (4 characters or more) on the surface."""
         words = set(_WORD.findall(low))
         if not words:
-            return "no"
+            return 0.0
         spaced = self.spaced
-        share = sum(_has_word(spaced, w) for w in words) / len(words)
-        return "yes" if share >= 0.8 else "partly" if share >= 0.4 else "no"
+        return sum(_has_word(spaced, w) for w in words) / len(words)
 
 
 def _kept(kind: str, use: ToolUse | None, text: str, kept: _Kept) -> str:
@@ -979,6 +986,8 @@ def fact_ledger(source: Any) -> Ledger:
         seen_keys: set[tuple[str, str]] = set()
         prev_question = False
         superseded = _background_superseded(reader, hidden, texts)
+        # a masked or pruned result: the replacement stands for the result it hides
+        stand_in = reader.types[plan.seq] == "tool/result"
         rows: list[Fact] = []
         for s in hidden:
             kind_of = reader.types[s]
@@ -1002,7 +1011,10 @@ def fact_ledger(source: Any) -> Ledger:
                         continue
                     seen_keys.add(seen)
                 if kind:
-                    rows.append(Fact(plan.seq, s, kind, fact, _kept(kind, use, fact, kept)))
+                    got = _kept(kind, use, fact, kept)
+                    if got == "yes" and kind == "file-read" and stand_in:
+                        got = "partly"  # the call stays visible, what it read does not
+                    rows.append(Fact(plan.seq, s, kind, fact, got))
                     if use is not None:
                         uses[(plan.seq, s)] = use
             elif kind_of == "user/message":
@@ -1176,8 +1188,10 @@ def _rank(facts: list[Fact]) -> None:
     for f in facts:
         if f.kind == "unmeasurable":
             continue
-        f.score = (WEIGHTS.get(f.kind, 1.0) + (2.0 if f.needed else 0.0)
-                   + {"no": 0.6, "partly": 0.3}.get(f.kept or "", 0.0))
+        # needed later first, then what the surface lost (not kept, then partly), then by
+        # kind (WEIGHTS: at most 5), nearer the present first (under 0.5)
+        f.score = (WEIGHTS.get(f.kind, 1.0) + (20.0 if f.needed else 0.0)
+                   + {"no": 10.0, "partly": 5.0}.get(f.kept or "", 0.0))
         by.setdefault(f.replace_seq, []).append(f)
     for rows in by.values():
         n = len(rows)
