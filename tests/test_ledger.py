@@ -522,6 +522,20 @@ class TestRedoNeedsNothingChanged:
         log.tool("Bash", {"command": "git log -5 --oneline"}, "def fix")
         assert fact_ledger(log.events).redos == []
 
+    def test_a_search_repeated_after_a_change_is_no_repeat_call_a_fetch_is(self) -> None:
+        log = _Log()
+        start = log.user("find the callers")
+        _, grep = log.tool("Grep", {"pattern": "parseDate"}, "src/dates.ts:14")
+        _, fetch = log.tool("WebFetch", {"url": "https://example.com/spec"}, "the spec")
+        log.compact(start, fetch, "Searched.")
+        log.tool("Edit", {"file_path": "src/api.ts", "old_string": "a", "new_string": "b"},
+                 "ok")
+        log.tool("Grep", {"pattern": "parseDate"}, "src/dates.ts:14\nsrc/api.ts:80")
+        again, _ = log.tool("WebFetch", {"url": "https://example.com/spec"}, "the spec")
+        [redo] = fact_ledger(log.events).redos
+        assert (redo.kind, redo.seq, redo.hidden_seq) == ("repeat-call", again, fetch)
+        assert grep not in {r.hidden_seq for r in fact_ledger(log.events).redos}
+
     def test_a_question_beside_a_tool_call_is_not_put_to_the_user(self) -> None:
         log = _Log()
         task = log.user("why does the reproduction still show the large error at 10 km")

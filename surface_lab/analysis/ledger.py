@@ -64,6 +64,9 @@ EDIT_TOOLS = frozenset({"edit", "multiedit", "notebookedit", "str_replace", "edi
 CREATE_TOOLS = frozenset({"write", "create", "write_file", "create_file"})
 SEARCH_TOOLS = frozenset({"grep", "glob", "search", "find", "ls", "list", "websearch",
                           "webfetch", "fetch", "find_file", "search_dir", "search_file"})
+# searches of the work tree: a repeat after a file changed may find something else
+TREE_SEARCHES = frozenset({"grep", "glob", "search", "find", "ls", "list", "find_file",
+                           "search_dir", "search_file"})
 SHELL_TOOLS = frozenset({"bash", "shell", "exec_command", "local_shell", "run", "execute",
                          "terminal", "run_command", "cmd", "execute_bash"})
 PATH_KEYS = ("file_path", "path", "notebook_path", "filePath", "filename", "file")
@@ -1326,7 +1329,9 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
                     if (redo is None and use.kind == "command"
                             and use.tool.lower() not in SHELL_TOOLS):
                         hit_seq = calls.get(use.key)
-                        if hit_seq is not None:
+                        if hit_seq is not None and not (
+                                use.tool.lower() in TREE_SEARCHES
+                                and changes.any_changed(hit_seq, seq)):
                             redo = ("repeat-call", hit_seq, use.target)
                     if redo is not None:
                         shown = (shown_args.get(arguments) if isinstance(arguments, str)
@@ -1426,6 +1431,12 @@ class _Changes:
             return True
         return _parts(path)[-1:] in {(m,) for m in MANIFESTS} and self._within(
             self.installs, lo, hi)
+
+    def any_changed(self, lo: int, hi: int) -> bool:
+        """Whether any file may have changed after seq `lo` and before seq `hi`."""
+        if self.paths is None:
+            self._build()
+        return self._within(self.every, lo, hi)
 
     def run_changed(self, use: ToolUse, lo: int, hi: int) -> bool:
         """Whether what a command depends on may have changed after `lo`, before `hi`:
