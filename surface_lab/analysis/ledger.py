@@ -447,9 +447,9 @@ _NO_EFFECTS = _Effects()
 @lru_cache(maxsize=1 << 14)
 def _effects(use: ToolUse) -> _Effects:
     if use.kind in ("file-edit", "file-create") and not use.command:
-        paths = tuple(p.strip() for p in use.detail.split(",")) if (
-            use.detail and use.tool.lower() in ("apply_patch", "patch")) else (use.target,)
-        return _Effects(tuple(p for p in paths if p))
+        named = [p.strip() for p in use.detail.split(",")] if (
+            use.detail and use.tool.lower() in ("apply_patch", "patch")) else [use.target]
+        return _Effects(tuple(p for p in named if p))
     if not use.command:
         return _NO_EFFECTS
     paths: list[str] = []
@@ -830,7 +830,8 @@ def _result_fact(reader: _Reader, seq: int, text: str, given: ToolUse | None = N
     if not text.strip() and not failed and not (
             use.kind.startswith("file-") or _STATEFUL.match(use.target)):
         return "", "", use  # an empty answer to a query: nothing learned
-    if use.kind == "file-create" and use.target and reader.used_before(use.target, call[0]):
+    if (use.kind == "file-create" and use.target and call is not None
+            and reader.used_before(use.target, call[0])):
         use = replace(use, kind="file-edit")  # a file that existed, written whole
     if use.kind == "file-edit" and not use.target:  # the file SWE-agent's edit changed
         m = re.match(r"\[File: ([^\]\n]+?) \(\d+ lines total\)\]", text.lstrip())
@@ -1014,10 +1015,10 @@ def fact_ledger(source: Any) -> Ledger:
                         continue
                     seen_keys.add(seen)
                 if kind:
-                    got = _kept(kind, use, fact, kept)
-                    if got == "yes" and kind == "file-read" and stand_in:
-                        got = "partly"  # the call stays visible, what it read does not
-                    rows.append(Fact(plan.seq, s, kind, fact, got))
+                    said = _kept(kind, use, fact, kept)
+                    if said == "yes" and kind == "file-read" and stand_in:
+                        said = "partly"  # the call stays visible, what it read does not
+                    rows.append(Fact(plan.seq, s, kind, fact, said))
                     if use is not None:
                         uses[(plan.seq, s)] = use
             elif kind_of == "user/message":
