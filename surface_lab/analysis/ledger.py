@@ -361,7 +361,8 @@ def _written(line: str) -> list[str]:
     return [t for t in _OUT.findall(bare) if t != "''" and not t.startswith(("/dev/", "&"))]
 
 
-def command_parts(command: str) -> list[str]:
+@lru_cache(maxsize=1 << 14)
+def command_parts(command: str) -> tuple[str, ...]:
     """The simple commands of a command line, split at unquoted `&&`, `||`, `;`, `|` and
     line ends (a here-document's body stays with its command)."""
     parts: list[str] = []
@@ -399,7 +400,7 @@ def command_parts(command: str) -> list[str]:
             cur.append(ch)
         i += 1
     parts.append("".join(cur))
-    return [p.strip() for p in parts if p.strip()]
+    return tuple(p.strip() for p in parts if p.strip())
 
 
 MANIFESTS = frozenset({
@@ -506,6 +507,7 @@ def _query(part: str) -> tuple[str, frozenset[str]] | None:
     return None
 
 
+@lru_cache(maxsize=1 << 14)
 def _depends_on_files(use: ToolUse) -> bool:
     """Whether a command's outcome may depend on any file of the work tree (it runs code,
     builds, tests or searches), not only on what it names (a query of an issue tracker,
@@ -518,6 +520,7 @@ def _depends_on_files(use: ToolUse) -> bool:
     return False
 
 
+@lru_cache(maxsize=1 << 14)
 def _read_range(use: ToolUse) -> tuple[float, float] | None:
     """The lines a read covers: None for the whole file, (first, last) for a part, and
     (0, 0) for a part whose lines are not known (a grep of the file, a tail)."""
@@ -987,7 +990,7 @@ def fact_ledger(source: Any) -> Ledger:
         texts_by_replace[plan.seq] = texts
         answered = {c for c in (reader.call_id(h) for h in hidden
                                 if reader.types[h] == "tool/result") if c is not None}
-        seen_keys: set[tuple[str, str]] = set()
+        seen_keys: dict[str, list[str]] = {}  # a call's key -> its results' texts
         prev_question = False
         superseded = _background_superseded(reader, hidden, texts)
         # a masked or pruned result: the replacement stands for the result it hides
@@ -1010,10 +1013,10 @@ def fact_ledger(source: Any) -> Ledger:
                     continue
                 kind, fact, use = _result_fact(reader, s, text)
                 if use is not None and kind not in ("", "error"):
-                    seen = (use.key, text)  # an identical call with an identical result
-                    if seen in seen_keys:
+                    seen = seen_keys.setdefault(use.key, [])
+                    if text in seen:  # an identical call with an identical result
                         continue
-                    seen_keys.add(seen)
+                    seen.append(text)
                 if kind:
                     said = _kept(kind, use, fact, kept)
                     if said == "yes" and kind == "file-read" and stand_in:
@@ -1062,6 +1065,14 @@ def fact_ledger(source: Any) -> Ledger:
 _BG_START = re.compile(r"running in background with ID: ([\w-]+)")
 _BG_ID = re.compile(r"(?:\"(?:task_id|bash_id|shell_id)\"\s*:\s*\"|/tasks/)([\w-]+)")
 _BG_NOTICE = re.compile(r"<task-id>([\w-]+)</task-id>")
+
+
+def _bg_sign(text: str) -> bool:
+    """Whether a text may start, poll or report a background command (a quick test)."""
+    head = text[:200]
+    return "running in background" in head or ("<" in head and (
+        "<task-notification>" in head or "<status>" in head))
+
 _BG_FINAL = re.compile(r"<status>\s*(?:completed|failed|killed|error)|<exit_code>")
 
 
@@ -1070,9 +1081,8 @@ def _background_superseded(reader: _Reader, hidden: Sequence[int], texts: Mappin
     """The hidden results that only start or poll a background command whose outcome a
     later hidden item reports (its start notice, the polls before it): the fact goes on
     the item holding the outcome."""
-    if not any("background" in texts.get(h, "") or "task" in texts.get(h, "")
-               for h in hidden):
-        return set()  # (most replaces: no background command)
+    if not any(map(_bg_sign, texts.values())):
+        return set()  # (most replaces: no background command started, polled or done)
     marks: list[tuple[int, str, bool]] = []  # (seq, task id, reports the outcome)
     for h in hidden:
         text = texts.get(h, "")
@@ -1265,7 +1275,9 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
         for f in rows:
             use = uses.get((rseq, f.seq))
             if use is None:
-                if f.kind in ("instruction", "decision", "identifier"):
+                if f.kind in ("instruction", "decision", "identifier") and not (
+                        f.seq in reader.replace_seqs or author_from(
+                            types[f.seq], log.source_of(f.seq)) == "summary"):
                     users.append((f.seq, hidden_texts.get(f.seq, f.text)))
                 continue
             if reader.types[f.seq] != "tool/result":
@@ -1278,9 +1290,12 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
         reads = _Paths()
         for s in hidden_texts:
             if types[s] == "tool/result" and s not in failed:
-                call = reader.call_of(s)
-                if call is not None and call[1].kind == "file-read" and call[1].target:
-                    reads.add(call[1].target, s, call[1])
+                got = uses.get((rseq, s))
+                if got is None:
+                    call = reader.call_of(s)
+                    got = call[1] if call is not None else None
+                if got is not None and got.kind == "file-read" and got.target:
+                    reads.add(got.target, s, got)
         # each part of a hidden compound command -> the latest such command's result
         parts: dict[str, int] = {}
         for c, s in runs.items():
@@ -1426,12 +1441,14 @@ class _Changes:
     def file_changed(self, path: str, lo: int, hi: int) -> bool:
         """Whether the file may have changed after seq `lo` and before seq `hi`."""
         paths = self.paths if self.paths is not None else self._build()
-        if any(lo < s < hi for s, _ in paths.get_all(path)):
-            return True
         if self._within(self.anything, lo, hi):
             return True
-        return _parts(path)[-1:] in {(m,) for m in MANIFESTS} and self._within(
-            self.installs, lo, hi)
+        parts = _parts(path)
+        if not parts:
+            return False
+        if parts[-1] in MANIFESTS and self._within(self.installs, lo, hi):
+            return True
+        return any(lo < s < hi for s in paths.seqs_between(path, lo, hi))
 
     def any_changed(self, lo: int, hi: int) -> bool:
         """Whether any file may have changed after seq `lo` and before seq `hi`."""
@@ -1487,6 +1504,20 @@ class _Paths:
     def get(self, path: str) -> int | None:
         found = self.get_all(path)
         return found[-1][0] if found else None
+
+    def seqs_between(self, path: str, lo: int, hi: int) -> Iterator[int]:
+        """The seqs after `lo` and before `hi` of this path's entries, when they were
+        added in the order of their seqs (as `_Changes` adds them)."""
+        parts = _parts(path)
+        rows = self.by_name.get(parts[-1], ()) if parts else ()
+        if not rows:
+            return
+        at = bisect_right(rows, lo, key=lambda r: r[1])
+        for p, s, _ in rows[at:]:
+            if s >= hi:
+                break
+            if p[-len(parts):] == parts or parts[-len(p):] == p:
+                yield s
 
     def items(self) -> Iterator[tuple[str, int]]:
         for rows in self.by_name.values():
