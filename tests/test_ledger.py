@@ -249,9 +249,14 @@ class TestFactKinds:
                            "<returncode>1</returncode>\n<output>\n</output>")
         _, refused = log.tool("bash", {"command": "edit 287:295\n)\nend_of_edit"},
                               "Your proposed edit has introduced new syntax error(s).")
-        log.compact(start, refused, "Searched.")
+        _, missed = log.tool("str_replace_editor", {"command": "str_replace", "path": "/r/a.py",
+                                                    "old_str": "x", "new_str": "y"},
+                             "No replacement was performed, old_str `x` did not appear "
+                             "verbatim in /r/a.py.")
+        log.compact(start, missed, "Searched.")
         facts = _facts(log)
         assert facts[grep].kind == "command" and facts[refused].kind == "error"
+        assert facts[missed].kind == "error"
 
     def test_an_earlier_summary_with_the_users_request_is_an_instruction(self) -> None:
         log = _Log()
@@ -512,6 +517,17 @@ class TestRedoNeedsNothingChanged:
         log.tool("Bash", {"command": "git commit -m 'x'"}, "1 file changed")
         [redo] = fact_ledger(log.events).redos
         assert (redo.kind, redo.seq, redo.hidden_seq) == ("re-run", again, shown)
+
+    def test_a_read_piped_into_a_script_is_a_computation_not_a_re_read(self) -> None:
+        log = _Log()
+        start = log.user("look at the fixture")
+        _, read = log.tool("Read", {"file_path": "/w/t/sub.jsonl", "limit": 5}, "1 {}")
+        log.compact(start, read, "Read t/sub.jsonl.")
+        log.tool("Bash", {"command": "head -5 t/sub.jsonl | python3 -c 'import sys'"}, "{}")
+        log.tool("Bash", {"command": "head -c 500 t/sub.jsonl"}, "{}")
+        assert fact_ledger(log.events).redos == []
+        assert classify_call("bash", {"command": "cat a.py | wc -l"}).kind == "command"
+        assert classify_call("bash", {"command": "cat a.py | grep x"}).kind == "file-read"
 
     def test_a_history_query_after_a_commit_is_no_re_run(self) -> None:
         log = _Log()

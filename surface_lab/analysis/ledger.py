@@ -101,7 +101,8 @@ _FAILURE = re.compile(
     r"introduced new syntax error", re.M)
 # an edit the tool refused (SWE-agent's lint check, a string not found)
 _REFUSED = re.compile(r"introduced new syntax error|edit (?:was|has) not been applied|"
-                      r"^<tool_use_error>|String to replace not found", re.M | re.I)
+                      r"^<tool_use_error>|String to replace not found|"
+                      r"No replacement was performed", re.M | re.I)
 # commands whose exit status 1 is an answer, not a failure (no match; a difference; false)
 _NO_MATCH = re.compile(r"(?:e|f)?grep\b|rg\b|ag\b|diff\b|cmp\b|test\b|\[\s")
 _REJECTED = ("The user doesn't want to proceed", "[Request interrupted by user")
@@ -253,6 +254,18 @@ def _shell_use(tool: str, command: str, key: str) -> ToolUse:
     return replace(_shell_kind(tool, command, key), command=command)
 
 
+PAGERS = frozenset({"head", "tail", "sed", "grep", "nl", "less", "more", "cat"})
+
+
+def _piped_to_viewers(command: str) -> bool:
+    """Whether a read's output goes only through programs that show part of it (head,
+    sed -n, grep, ...): piped into a script or a counter, the file is computed on, not
+    read again."""
+    stages = [p for p in command_parts(command.split("&&")[0].split(";")[0])][1:]
+    return all(_words(st)[:1] and _words(st)[0].rsplit("/", 1)[-1] in PAGERS
+               for st in stages)
+
+
 def _shell_kind(tool: str, command: str, key: str) -> ToolUse:
     norm = normal_command(command)
     if "*** Begin Patch" in command:
@@ -270,7 +283,7 @@ def _shell_kind(tool: str, command: str, key: str) -> ToolUse:
             return ToolUse("file-create", tool, written[0], norm, key)
     if head in ROUTINE and "&&" not in norm and "|" not in norm:
         return ToolUse("", tool, norm, norm, key)
-    if head in READ_COMMANDS and files:
+    if head in READ_COMMANDS and files and _piped_to_viewers(norm):
         return ToolUse("file-read", tool, files[-1], norm, key)
     if head == "sed" and "-i" not in words and files and len(files) >= 2:
         return ToolUse("file-read", tool, files[-1], files[0], key)
@@ -531,6 +544,8 @@ def _read_range(use: ToolUse) -> tuple[float, float] | None:
         m = re.search(r"\bsed -n ['\"]?(\d+)(?:,(\d+))?p", text)
         if m:
             return float(m.group(1)), float(m.group(2) or m.group(1))
+        if re.search(r"\b(?:head|tail) -c\b", text):
+            return 0.0, 0.0  # bytes, not lines
         m = re.search(r"\bhead(?: -n)? -?(\d+)\b", text)
         if m:
             return 1.0, float(m.group(1))
