@@ -397,6 +397,7 @@ class TestRedos:
         log._add("compaction/end", {"compactionId": "k"}, op=None)
         lost = log.user("you forgot docs/plan.md, read it again")
         again = log.user("Never edit the generated files under build/ please")
+        log.user("remember to run the linter before you commit")  # a new instruction
         kinds = {(r.seq, r.hidden_seq) for r in fact_ledger(log.events).redos
                  if r.kind == "re-instruct"}
         assert kinds == {(lost, read), (again, instruction)}

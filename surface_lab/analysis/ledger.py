@@ -109,8 +109,7 @@ _REJECTED = ("The user doesn't want to proceed", "[Request interrupted by user")
 _LOST = re.compile(
     r"\b(?:you (?:forgot|lost|missed|never (?:read|looked|saw|opened)|didn'?t (?:read|"
     r"look)|no longer (?:have|know|remember))|(?:as )?I (?:already )?(?:said|told you|"
-    r"mentioned|asked)|remember (?:that|to|the)|again[,:]? (?:I|the|you)|"
-    r"(?:after|since) (?:the )?compact|lost (?:the )?context|read (?:it|the file) "
+    r"mentioned|asked)|(?:after|since) (?:the )?compact|lost (?:the )?context|read (?:it|the file) "
     r"(?:whole|fully|in full|again))", re.I)
 _OFFER = re.compile(r"^(?:would you like|want me to|do you want|shall i|should i (?:also|"
                     r"go ahead)|let me know|anything else|is there anything|can i help)",
