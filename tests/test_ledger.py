@@ -388,6 +388,16 @@ class TestRedos:
         [redo] = fact_ledger(log.events).redos
         assert (redo.kind, redo.seq, redo.hidden_seq) == ("re-ask", asked, answer)
 
+    def test_a_question_whose_words_a_long_task_holds_is_no_re_ask(self) -> None:
+        log = _Log()
+        task = log.user("Build the exporter: read every module under src, write the CSV and "
+                        "JSON writers, keep the public interface stable, add tests for quoting, "
+                        "escaping, empty rows and unicode, document the options in the readme, "
+                        "and make sure the command line tool reports errors with the file name")
+        log.compact(task, task, "Task: the exporter.")
+        log.say("Should the writers keep the public interface?")
+        assert fact_ledger(log.events).redos == []
+
     def test_the_user_re_instructing_after_a_compaction(self) -> None:
         log = _Log()
         log._add("compaction/start", {"compactionId": "k"}, op=None)

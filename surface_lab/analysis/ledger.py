@@ -1332,8 +1332,10 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
                         found: set[int] = set()
                         for q in _questions(str(name)):
                             hit = max(users, key=lambda u: _overlap(q, u[1]), default=None)
+                            # most of the question's words, and a fair share of the
+                            # message's (not any question whose words a long task holds)
                             if hit is not None and hit[0] not in found and _overlap(
-                                    q, hit[1]) >= 0.5:
+                                    q, hit[1]) >= 0.5 and _overlap(hit[1], q) >= 0.2:
                                 found.add(hit[0])
                                 out.append(Redo(seq, "re-ask", rseq, hit[0], None, q,
                                                 _short(hit[1], 80)))
