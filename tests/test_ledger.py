@@ -253,10 +253,15 @@ class TestFactKinds:
                                                     "old_str": "x", "new_str": "y"},
                              "No replacement was performed, old_str `x` did not appear "
                              "verbatim in /r/a.py.")
-        log.compact(start, missed, "Searched.")
+        _, absent = log.tool("str_replace_editor", {"command": "view", "path": "/r/b.py"},
+                             "The path /r/b.py does not exist. Please provide a valid path.")
+        _, read = log.tool("str_replace_editor", {"command": "view", "path": "/r/c.py"},
+                           "1 # the file does not exist yet? it does")
+        log.compact(start, read, "Searched.")
         facts = _facts(log)
         assert facts[grep].kind == "command" and facts[refused].kind == "error"
-        assert facts[missed].kind == "error"
+        assert facts[missed].kind == "error" and facts[absent].kind == "error"
+        assert facts[read].kind == "file-read"  # (the file's own words are no failure)
 
     def test_an_earlier_summary_with_the_users_request_is_an_instruction(self) -> None:
         log = _Log()

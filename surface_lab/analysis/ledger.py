@@ -103,6 +103,10 @@ _FAILURE = re.compile(
 _REFUSED = re.compile(r"introduced new syntax error|edit (?:was|has) not been applied|"
                       r"^<tool_use_error>|String to replace not found|"
                       r"No replacement was performed", re.M | re.I)
+# a read that found no file (the tool said so in its first line, without an error status)
+_MISSING = re.compile(r"(?:The path \S+ does not exist|\S+: \S+: (?:No such file or directory|"
+                      r"Is a directory)|File does not exist|[Ff]ile not found|Error\b[^\n]*"
+                      r"(?:not found|does not exist))")
 # commands whose exit status 1 is an answer, not a failure (no match; a difference; false)
 _NO_MATCH = re.compile(r"(?:e|f)?grep\b|rg\b|ag\b|diff\b|cmp\b|test\b|\[\s")
 _REJECTED = ("The user doesn't want to proceed", "[Request interrupted by user")
@@ -856,7 +860,7 @@ def _result_fact(reader: _Reader, seq: int, text: str, given: ToolUse | None = N
             use = replace(use, target=m.group(1))
     label = use.target or use.tool
     if use.kind == "file-read":
-        if failed:
+        if failed or _MISSING.match(text.lstrip()[:300]):
             return "error", f"read {label}: {_short(text, 100)}", use
         rng = f" ({use.detail})" if use.detail and use.tool.lower() != "bash" else ""
         return "file-read", f"read {label}{rng}", use
