@@ -316,6 +316,26 @@ class TestFactKinds:
         facts = _facts(log)
         assert listing not in facts and facts[made].kind == "command"
 
+    def test_calls_that_never_ran_or_only_switch_mode_and_repeated_failures(self) -> None:
+        log = _Log()
+        start = log.user("look for the fixtures")
+        _, sibling = log.tool("Bash", {"command": "find . -name '*.jsonl'"},
+                              "<tool_use_error>Sibling tool call errored</tool_use_error>",
+                              error=True)
+        _, mode = log.tool("EnterPlanMode", {}, "Entered plan mode.")
+        _, refused = log.tool("bash", {"command": "edit 2:3\n)\nend_of_edit"},
+                              "Your proposed edit has introduced new syntax error(s).")
+        _, again = log.tool("bash", {"command": "edit 2:3\n)\nend_of_edit"},
+                            "Your proposed edit has introduced new syntax error(s).")
+        _, revert = log.tool("bash", {"command": "rm t.py && sed -i '/t/d' pkg/__init__.py"},
+                             "")
+        log.compact(start, revert, "Looked.")
+        facts = _facts(log)
+        assert sibling not in facts and mode not in facts
+        assert facts[refused].kind == "error" and again not in facts  # rule 5
+        assert (facts[revert].kind, facts[revert].text) == ("file-edit",
+                                                            "edited pkg/__init__.py")
+
     def test_a_background_command_has_its_fact_on_its_outcome(self) -> None:
         log = _Log()
         start = log.user("run the tests")

@@ -269,6 +269,20 @@ def _piped_to_viewers(command: str) -> bool:
                for st in stages)
 
 
+def _in_place(command: str) -> str | None:
+    """The file a part of a command line edits in place (`sed -i`, `perl -pi`), if any."""
+    if "-i" not in command and "-pi" not in command:
+        return None
+    for part in command_parts(command):
+        words = _words(_REDIRECT.sub(" ", part.split("\n", 1)[0]))
+        if len(words) >= 3 and words[0].rsplit("/", 1)[-1] in ("sed", "perl") and any(
+                w.startswith(("-i", "-pi")) for w in words):
+            files = [w for w in words[1:] if not w.startswith("-")]
+            if len(files) >= 2:
+                return files[-1]
+    return None
+
+
 def _shell_kind(tool: str, command: str, key: str) -> ToolUse:
     norm = normal_command(command)
     if "*** Begin Patch" in command:
@@ -286,6 +300,9 @@ def _shell_kind(tool: str, command: str, key: str) -> ToolUse:
             return ToolUse("file-create", tool, written[0], norm, key)
     if head in ROUTINE and "&&" not in norm and "|" not in norm:
         return ToolUse("", tool, norm, norm, key)
+    edited = _in_place(command) if head not in READ_COMMANDS else None
+    if edited:  # a compound command that edits a file in place (`rm x && sed -i ... f`)
+        return ToolUse("file-edit", tool, edited, norm, key)
     if head in READ_COMMANDS and files and _piped_to_viewers(norm):
         return ToolUse("file-read", tool, files[-1], norm, key)
     if head == "sed" and "-i" not in words and files and len(files) >= 2:
@@ -844,8 +861,9 @@ def _result_fact(reader: _Reader, seq: int, text: str, given: ToolUse | None = N
     if use is None:
         line = error_line(text) if failed else None
         return ("error" if failed else "command", _short(line or text, 120), None)
-    if use.kind == "":
-        return "", "", use
+    if use.kind == "" or use.tool.lower() in MODE_TOOLS or "Sibling tool call errored" in (
+            text[:200]):
+        return "", "", use  # a routine step, a mode switch, a call that never ran
     if use.tool.lower() in ASK_TOOLS and not failed:  # the user's answer to the agent
         return "decision", _short(text), use
     if not text.strip() and not failed and not (
@@ -1030,7 +1048,7 @@ def fact_ledger(source: Any) -> Ledger:
                 if s in superseded:
                     continue
                 kind, fact, use = _result_fact(reader, s, text)
-                if use is not None and kind not in ("", "error"):
+                if use is not None and kind:
                     seen = seen_keys.setdefault(use.key, [])
                     if text in seen:  # an identical call with an identical result
                         continue
@@ -1167,6 +1185,8 @@ def _assistant_fact(reader: _Reader, replace_seq: int, seq: int, answered: set[s
     return None
 
 
+# tools that only switch the agent's mode (their result is a notice, nothing learned)
+MODE_TOOLS = frozenset({"enterplanmode"})
 # tools that put a question or a plan to the user: their result is the user's answer
 ASK_TOOLS = frozenset({"exitplanmode", "askuserquestion", "ask_user", "askuser",
                        "request_user_input", "ask_followup_question"})
