@@ -473,6 +473,8 @@ class _Effects:
     anything: bool = False
     installs: bool = False
     script: str = ""
+    # (program, the words it was given) of each part that changes a stateful program's state
+    states: tuple[tuple[str, frozenset[str]], ...] = ()
 
 
 _NO_EFFECTS = _Effects()
@@ -489,8 +491,12 @@ def _effects(use: ToolUse) -> _Effects:
     paths: list[str] = []
     anything = installs = False
     script = ""
+    states: list[tuple[str, frozenset[str]]] = []
     for part in command_parts(use.command):
         line = part.split("\n", 1)[0]
+        first = line.split(None, 1)[0].rsplit("/", 1)[-1] if line.strip() else ""
+        if first in STATEFUL_TOOLS and _query(part) is None:
+            states.append((first, frozenset(w.strip("'\"") for w in line.split()[1:])))
         paths += _written(line)
         words = _words(_REDIRECT.sub(" ", line))
         while words and (("=" in words[0] and not words[0].startswith("="))
@@ -522,9 +528,11 @@ def _effects(use: ToolUse) -> _Effects:
             script = words[0]
     if use.kind in ("file-edit", "file-create") and use.target:
         paths.append(use.target)
-    return _Effects(tuple(dict.fromkeys(p for p in paths if p)), anything, installs, script)
+    return _Effects(tuple(dict.fromkeys(p for p in paths if p)), anything, installs, script,
+                    tuple(states))
 
 
+@lru_cache(maxsize=1 << 14)
 def _query(part: str) -> tuple[str, frozenset[str]] | None:
     """(program, what it names) of a simple command that only asks (a query of a
     program with state of its own, or of the network or the system), else None."""
@@ -606,7 +614,7 @@ def _covers(hidden: tuple[float, float] | None, later: tuple[float, float] | Non
 
 def is_redacted(text: str) -> bool:
     """Whether all a text says is placeholders (redacted, trimmed, encrypted, an image)."""
-    head = text.lstrip()[:1]
+    head = (text[:200].lstrip() or text.lstrip())[:1]  # (no copy of a long text)
     if head not in ("[", "{") or not any(map(text.__contains__, _PLACEHOLDER_WORDS)):
         return False  # (a text of placeholders only begins with one)
     rest = _IMAGE.sub("", _REDACTED.sub("", text))
@@ -856,7 +864,8 @@ def _result_fact(reader: _Reader, seq: int, text: str, given: ToolUse | None = N
     call = reader.call_of(seq) if given is None else (seq, given)
     use = call[1] if call is not None else None
     failed = reader.failed(seq)
-    if any(text.lstrip().startswith(r) for r in _REJECTED):
+    head = text[:400].lstrip() or text.lstrip()  # the text's opening, without copying it
+    if head.startswith(_REJECTED):
         return "decision", _short(text), use
     if use is None:
         line = error_line(text) if failed else None
@@ -873,12 +882,12 @@ def _result_fact(reader: _Reader, seq: int, text: str, given: ToolUse | None = N
             and reader.used_before(use.target, call[0])):
         use = replace(use, kind="file-edit")  # a file that existed, written whole
     if use.kind == "file-edit" and not use.target:  # the file SWE-agent's edit changed
-        m = re.match(r"\[File: ([^\]\n]+?) \(\d+ lines total\)\]", text.lstrip())
+        m = re.match(r"\[File: ([^\]\n]+?) \(\d+ lines total\)\]", head)
         if m:
             use = replace(use, target=m.group(1))
     label = use.target or use.tool
     if use.kind == "file-read":
-        if failed or _MISSING.match(text.lstrip()[:300]):
+        if failed or _MISSING.match(head[:300]):
             return "error", f"read {label}: {_short(text, 100)}", use
         rng = f" ({use.detail})" if use.detail and use.tool.lower() != "bash" else ""
         return "file-read", f"read {label}{rng}", use
@@ -1124,7 +1133,7 @@ def _background_superseded(reader: _Reader, hidden: Sequence[int], texts: Mappin
         text = texts.get(h, "")
         kind = reader.types[h]
         if kind == "user/message":
-            m = _BG_NOTICE.search(text) if text.lstrip().startswith("<task-") else None
+            m = _BG_NOTICE.search(text) if text[:50].lstrip().startswith("<task-") else None
             if m:
                 marks.append((h, m.group(1), True))
             continue
@@ -1419,6 +1428,7 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
     return out, unmeasurable
 
 
+@lru_cache(maxsize=1 << 14)
 def _plain(command: str) -> str:
     """A simple command as compared for a re-run: its redirections taken off, spaced."""
     return " ".join(_REDIRECT.sub(" ", command).split())
@@ -1463,13 +1473,8 @@ class _Changes:
                     every.add(seq)
                 if use.kind == "file-create" and use.target:
                     created.add(use.target, seq, None)
-                if use.command:
-                    for part in command_parts(use.command):
-                        words = part.split("\n", 1)[0].split()
-                        head = words[0].rsplit("/", 1)[-1] if words else ""
-                        if head in STATEFUL_TOOLS and _query(part) is None:
-                            self.states.setdefault(head, []).append((seq, frozenset(
-                                w.strip("'\"") for w in words[1:])))
+                for program, given in eff.states:
+                    self.states.setdefault(program, []).append((seq, given))
         self.every = sorted(every)
         self.paths = paths
         return paths
