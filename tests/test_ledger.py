@@ -665,6 +665,23 @@ class TestSurfaceMatchingShortcuts:
         [*"abcxyz019_./- \n\t\u00a0\u03a3\u03c3\u03c2A\u0130\u00df,:;!?()", "ver",
          "path/to.py", "\u0391\u03a3"]), max_size=40).map("".join)
 
+    LINES = st.lists(st.sampled_from([
+        "Error: x", "ValueError: bad", "error[E0308]: m", "ERROR x", "FAILED t", "FAIL x",
+        "fatal: no", "E   assert", "3 failed", "2 errors", "1 failure", "x: command not found",
+        "No such file or directory", "Permission denied", "Traceback (most recent call last):",
+        "Caught exception: y", "Raised an error", "introduced new syntax error", "ok", "E",
+        "  E  x", "Exception", "E\n\nx", "warning: a", "Failed", "passed", ""]), max_size=6)
+
+    @settings(max_examples=500, deadline=None)
+    @given(LINES)
+    def test_the_quick_test_before_the_error_pattern_changes_no_answer(
+            self, lines: list[str]) -> None:
+        from surface_lab.analysis.ledger import _ERROR_LINE, error_line
+
+        text = "\n".join(lines)
+        m = _ERROR_LINE.search(text)
+        assert error_line(text) == (m.group(0).strip()[:200] if m else None)
+
     @settings(max_examples=300, deadline=None)
     @given(st.lists(TEXTS, max_size=6), st.data())
     def test_spaced_and_words_are_those_of_the_joined_surface(

@@ -626,8 +626,16 @@ def _exit_code(text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+# words one of which every `_ERROR_LINE` match holds (a quick test before the pattern)
+_ERROR_WORDS = ("rror", "RROR", "xception", "Traceback", "FAIL", "fatal:", "failed", "failure",
+                "not found", "No such file", "Permission denied")
+_E_LINE = re.compile(r"E\s\s")
+
+
 def error_line(text: str) -> str | None:
     """The first error line of a command's output (never called on a file's content)."""
+    if not any(map(text.__contains__, _ERROR_WORDS)) and not _E_LINE.search(text):
+        return None  # (no alternative of the pattern can match)
     m = _ERROR_LINE.search(text)
     return m.group(0).strip()[:200] if m else None
 
