@@ -110,6 +110,7 @@ class TestFactsFromStructure:
         _, ok = log.tool("Bash", {"command": "git status"}, "nothing to commit")
         _, pwd = log.tool("Bash", {"command": "pwd"}, "/w")
         ack = log.user("thanks")
+        trigger = log.user("Keep going")
         end = log.user("https://example.com/issues/88")
         log.compact(first, end, "The user wants a fix.")
         facts = _facts(log)
@@ -121,7 +122,7 @@ class TestFactsFromStructure:
         assert facts[end].kind == "identifier" and facts[end].text == (
             "https://example.com/issues/88")
         # source code shown by a read is no error; routine steps and acks are no facts
-        assert pwd not in facts and ack not in facts
+        assert pwd not in facts and ack not in facts and trigger not in facts
         assert all(f.kind != "error" for f in facts.values() if f.seq == read)
         # one tool use, one fact: the call that made it is not a second one
         assert read - 2 not in facts
@@ -433,6 +434,7 @@ class TestRedos:
         lost = log.user("you forgot docs/plan.md, read it again")
         again = log.user("Never edit the generated files under build/ please")
         log.user("remember to run the linter before you commit")  # a new instruction
+        log.user("After compaction")  # naming the compaction says nothing was lost
         kinds = {(r.seq, r.hidden_seq) for r in fact_ledger(log.events).redos
                  if r.kind == "re-instruct"}
         assert kinds == {(lost, read), (again, instruction)}

@@ -80,8 +80,8 @@ _PLACEHOLDER_WORDS = ("REDACTED", "redacted", "Redacted", "trimmed", "encrypted"
 _IMAGE = re.compile(r"\{'type': '(?:input_)?image'[^}]*\}")
 _ACK = re.compile(r"(?:ok(?:ay)?|k|thanks?(?: you)?|thx|ty|great|cool|nice|perfect|"
                   r"got it|good|sounds good)[.! ]*", re.I)
-_TRIGGER = re.compile(r"(?:start|continue|go on|second attempt|third attempt|begin|"
-                      r"next|resume)[.! ]*", re.I)
+_TRIGGER = re.compile(r"(?:start|continue|go on|keep going|carry on|second attempt|"
+                      r"third attempt|begin|next|resume)[.! ]*", re.I)
 _DECISION = re.compile(r"(?:yes|no|yep|nope|sure|go ahead|do it|approved?|proceed|"
                        r"option \w+|\d+|[a-d]|stop|don'?t|cancel)\b", re.I)
 _URL = re.compile(r"https?://[^\s<>\"'`)\]]*[^\s<>\"'`)\].,;:!?]")
@@ -113,7 +113,7 @@ _REJECTED = ("The user doesn't want to proceed", "[Request interrupted by user")
 _LOST = re.compile(
     r"\b(?:you (?:forgot|lost|missed|never (?:read|looked|saw|opened)|didn'?t (?:read|"
     r"look)|no longer (?:have|know|remember))|(?:as )?I (?:already )?(?:said|told you|"
-    r"mentioned|asked)|(?:after|since) (?:the )?compact|lost (?:the )?context|read (?:it|the file) "
+    r"mentioned|asked)|lost (?:the )?context|read (?:it|the file) "
     r"(?:whole|fully|in full|again))", re.I)
 _OFFER = re.compile(r"^(?:would you like|want me to|do you want|shall i|should i (?:also|"
                     r"go ahead)|let me know|anything else|is there anything|can i help)",
