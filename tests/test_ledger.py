@@ -214,6 +214,9 @@ class TestFactKinds:
         start = log.user("write the migration")
         _, new = log.tool("Write", {"file_path": "/w/m/001.exs", "content": "a"}, "created")
         _, again = log.tool("Write", {"file_path": "m/001.exs", "content": "b"}, "updated")
+        log.tool("Read", {"file_path": "/w/notes.md"}, "File does not exist.", error=True)
+        _, notes = log.tool("Write", {"file_path": "/w/notes.md", "content": "n"},
+                            "File created successfully at: /w/notes.md")
         _, heredoc = log.tool("bash", {"command": "cat <<'EOF' > t.py\nx = 1\nEOF"}, "")
         _, read = log.tool("bash", {"command": "cat t.py"}, "x = 1")
         _, rewrite = log.tool("bash", {"command": "cat <<'EOF' > t.py\nx = 2\nEOF"}, "")
@@ -221,6 +224,7 @@ class TestFactKinds:
         facts = _facts(log)
         assert facts[new].kind == "file-create" and facts[again].kind == "file-edit"
         assert facts[again].text == "edited m/001.exs"
+        assert facts[notes].kind == "file-create"  # the tool says it created it
         assert facts[heredoc].kind == "file-create" and facts[heredoc].text == "created t.py"
         assert facts[read].kind == "file-read" and facts[rewrite].kind == "file-edit"
 

@@ -887,6 +887,7 @@ def _result_fact(reader: _Reader, seq: int, text: str, given: ToolUse | None = N
             use.kind.startswith("file-") or _STATEFUL.match(use.target)):
         return "", "", use  # an empty answer to a query: nothing learned
     if (use.kind == "file-create" and use.target and call is not None
+            and not head.startswith("File created successfully")
             and reader.used_before(use.target, call[0])):
         use = replace(use, kind="file-edit")  # a file that existed, written whole
     if use.kind == "file-edit" and not use.target:  # the file SWE-agent's edit changed
