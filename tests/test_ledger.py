@@ -475,6 +475,8 @@ class TestRedoNeedsNothingChanged:
         "sed -i 's/a/b/' core.py",
         "git checkout core.py",  # a work-tree wide change
         "git stash",
+        "ruff check --fix .",  # a fixer or formatter rewrites files it does not name
+        "black .",
     ])
     def test_a_shell_command_that_writes_the_file_ends_re_reads(self, change: str) -> None:
         log = _Log()
@@ -593,6 +595,18 @@ class TestRedoNeedsNothingChanged:
         [redo] = fact_ledger(log.events).redos
         assert (redo.kind, redo.seq, redo.hidden_seq) == ("repeat-call", again, fetch)
         assert grep not in {r.hidden_seq for r in fact_ledger(log.events).redos}
+
+    def test_only_a_call_that_asks_for_something_is_repeated(self) -> None:
+        log = _Log()
+        start = log.user("plan the work")
+        todo = {"todos": [{"content": "fix the exporter", "status": "pending"}]}
+        log.tool("TodoWrite", todo, "Todos have been modified successfully")
+        _, issue = log.tool("mcp__github__get_issue", {"number": 12}, "title: exporter")
+        log.compact(start, issue, "Planned.")
+        log.tool("TodoWrite", todo, "Todos have been modified successfully")
+        again, _ = log.tool("mcp__github__get_issue", {"number": 12}, "title: exporter")
+        assert [(r.kind, r.seq) for r in fact_ledger(log.events).redos] == [
+            ("repeat-call", again)]
 
     def test_a_question_beside_a_tool_call_is_not_put_to_the_user(self) -> None:
         log = _Log()

@@ -64,6 +64,19 @@ EDIT_TOOLS = frozenset({"edit", "multiedit", "notebookedit", "str_replace", "edi
 CREATE_TOOLS = frozenset({"write", "create", "write_file", "create_file"})
 SEARCH_TOOLS = frozenset({"grep", "glob", "search", "find", "ls", "list", "websearch",
                           "webfetch", "fetch", "find_file", "search_dir", "search_file"})
+_ASKING = re.compile(r"search|fetch|list|get|query|find|read|view|show|lookup|grep|glob|"
+                     r"browse|open")
+
+
+@lru_cache(maxsize=1 << 10)
+def _asks(tool: str) -> bool:
+    """Whether a (non-shell) tool asks for something (a search, a fetch, a listing, a
+    lookup), so that calling it again with the same arguments can get a hidden answer
+    back; a tool that acts (a to-do list, a subagent, a mode switch) cannot."""
+    low = tool.lower()
+    return low in SEARCH_TOOLS or (bool(_ASKING.search(low)) and "todo" not in low)
+
+
 # searches of the work tree: a repeat after a file changed may find something else
 TREE_SEARCHES = frozenset({"grep", "glob", "search", "find", "ls", "list", "find_file",
                            "search_dir", "search_file"})
@@ -447,9 +460,13 @@ _INSTALL = re.compile(
     r"poetry (?:add|remove|install|update|lock)\b|cargo (?:add|remove|update)\b|"
     r"go (?:get|mod tidy)\b|bundle (?:add|install|update)\b|mix deps\.(?:get|update)\b|"
     r"composer (?:require|install|update)\b)")
-# work-tree wide changes: what they change is not named in the command
+# work-tree wide changes: what they change is not named in the command (a checkout, a
+# patch, a formatter or fixer that rewrites files)
 _TREE = re.compile(r"^(?:git (?:checkout|reset|restore|stash|apply|pull|merge|rebase|"
-                   r"switch|am|cherry-pick|revert|clean)\b|patch\b)")
+                   r"switch|am|cherry-pick|revert|clean)\b|patch\b|"
+                   r"(?:black|isort|autopep8|autoflake|gofmt|goimports|rustfmt)\b|"
+                   r"(?:go|cargo|mix|dart|terraform|ruff) fmt\b|(?:ruff|mix|dart) format\b|"
+                   r".*(?:--fix|--write|--in-place)\b)")
 INTERPRETERS = frozenset({"python", "python3", "node", "bash", "sh", "zsh", "ruby", "perl",
                           "deno", "bun", "tsx", "ts-node", "php"})
 # programs that keep state of their own (an issue tracker, the history) or ask the
@@ -1402,7 +1419,7 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
                             redo = ("re-run", hit_seq, use.target)
                     if (redo is None and use.kind == "command"
                             and use.tool.lower() not in SHELL_TOOLS):
-                        hit_seq = calls.get(use.key)
+                        hit_seq = calls.get(use.key) if _asks(use.tool) else None
                         if hit_seq is not None and not (
                                 use.tool.lower() in TREE_SEARCHES
                                 and changes.any_changed(hit_seq, seq)):
