@@ -514,6 +514,7 @@ class TestRedoNeedsNothingChanged:
 
     @pytest.mark.parametrize(("hidden", "later", "redo"), [
         ({}, {}, True),
+        ({}, {"offset": 1, "limit": 2000}, True),  # the default whole-file read, spelt out
         ({"offset": 100, "limit": 40}, {"offset": 110, "limit": 40}, True),
         ({}, {"offset": 10, "limit": 20}, False),  # a narrow part of a whole file read
         ({"limit": 10}, {}, False),  # a whole file after ten lines of it: mostly new

@@ -602,7 +602,9 @@ def _read_range(use: ToolUse) -> tuple[float, float] | None:
     m = re.match(r"offset (\d+), limit ?(\d*)", detail)
     if m:
         first = max(float(m.group(1)), 1.0)
-        return first, first + float(m.group(2)) - 1 if m.group(2) else float("inf")
+        last = first + float(m.group(2)) - 1 if m.group(2) else float("inf")
+        # from the top, 2,000 lines or more: what a read with no range gets (the default)
+        return None if first <= 1 and last >= 2000 else (first, last)
     m = re.match(r"lines \[(-?\d+),\s*(-?\d+)\]", detail)
     if m:
         last = float(m.group(2))
