@@ -1005,8 +1005,9 @@ class _Kept:
             return "yes"
         if any(f in self.calls for f in forms):
             return "partly"
-        base = forms[0].rsplit("/", 1)[-1].lower() if forms else ""
-        if "." in base.strip(".") and len(base) >= 6 and _has_word(self.spaced, base):
+        base = forms[0].rsplit("/", 1)[-1] if forms else ""
+        if "." in base.strip(".") and len(base) >= 6 and base in self.text and re.search(
+                r"(?<![\w./-])" + re.escape(base) + r"(?![\w/-]|\.\w)", self.text):
             return "partly"  # named by its file name alone: which file is not said
         return "no"
 
