@@ -693,6 +693,22 @@ class TestSurfaceMatchingShortcuts:
         "Caught exception: y", "Raised an error", "introduced new syntax error", "ok", "E",
         "  E  x", "Exception", "E\n\nx", "warning: a", "Failed", "passed", ""]), max_size=6)
 
+    PATHS = st.lists(st.sampled_from(["a", "b", "src", ".", "", "x.py"]), min_size=1,
+                     max_size=5).map("/".join)
+
+    @settings(max_examples=500, deadline=None)
+    @given(PATHS, st.lists(st.sampled_from(["a/b", "src/x.py", "/w/a", "b/x.py", "a//b",
+                                            "./src", " ", "x.py"]), max_size=4).map(" ".join))
+    def test_a_path_is_found_by_its_forms_that_do_not_hold_the_shortest(
+            self, path: str, text: str) -> None:
+        from surface_lab.analysis.ledger import _Kept, _Parts
+
+        parts = _Parts({1: text})
+        kept = _Kept([1], parts, lambda nodes: [])
+        forms = path_forms(path)
+        plain = "yes" if any(f in text for f in forms) else None
+        assert (kept.path(path) == "yes") == (plain == "yes")
+
     @settings(max_examples=500, deadline=None)
     @given(LINES)
     def test_the_quick_test_before_the_error_pattern_changes_no_answer(

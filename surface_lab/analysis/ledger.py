@@ -1001,9 +1001,12 @@ class _Kept:
 
     def path(self, path: str) -> str:
         forms = path_forms(path)
-        if any(f in self.text for f in forms):
+        # a form holding the shortest one is on the surface only if that one is: search the
+        # surface for the shortest and for the forms that do not hold it (a `a//b` path)
+        wanted = [f for f in forms if f is forms[0] or forms[0] not in f]
+        if any(f in self.text for f in wanted):
             return "yes"
-        if any(f in self.calls for f in forms):
+        if any(f in self.calls for f in wanted):
             return "partly"
         base = forms[0].rsplit("/", 1)[-1] if forms else ""
         if "." in base.strip(".") and len(base) >= 6 and base in self.text and re.search(
