@@ -129,7 +129,9 @@ class TestHarness:
 class TestLedgerOnTheSample:
     def test_every_hidden_question_is_an_instruction_and_counts_are_true(self) -> None:
         ledger = fact_ledger(SAMPLE)
-        users = [f for f in ledger.facts if f.kind == "instruction"]
+        # (an earlier summary hidden again that carries the user's request is one too)
+        users = [f for f in ledger.facts if f.kind == "instruction"
+                 and not f.text.startswith("This is an automatically generated checkpoint")]
         assert users and all(f.text.startswith("Question") for f in users)
         # ranks are 1..n within each replace
         for rows in ledger.by_replace().values():

@@ -20,7 +20,7 @@ import re
 import shlex
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from itertools import accumulate
 from typing import Any
@@ -64,6 +64,22 @@ EDIT_TOOLS = frozenset({"edit", "multiedit", "notebookedit", "str_replace", "edi
 CREATE_TOOLS = frozenset({"write", "create", "write_file", "create_file"})
 SEARCH_TOOLS = frozenset({"grep", "glob", "search", "find", "ls", "list", "websearch",
                           "webfetch", "fetch", "find_file", "search_dir", "search_file"})
+_ASKING = re.compile(r"search|fetch|list|get|query|find|read|view|show|lookup|grep|glob|"
+                     r"browse|open")
+
+
+@lru_cache(maxsize=1 << 10)
+def _asks(tool: str) -> bool:
+    """Whether a (non-shell) tool asks for something (a search, a fetch, a listing, a
+    lookup), so that calling it again with the same arguments can get a hidden answer
+    back; a tool that acts (a to-do list, a subagent, a mode switch) cannot."""
+    low = tool.lower()
+    return low in SEARCH_TOOLS or (bool(_ASKING.search(low)) and "todo" not in low)
+
+
+# searches of the work tree: a repeat after a file changed may find something else
+TREE_SEARCHES = frozenset({"grep", "glob", "search", "find", "ls", "list", "find_file",
+                           "search_dir", "search_file"})
 SHELL_TOOLS = frozenset({"bash", "shell", "exec_command", "local_shell", "run", "execute",
                          "terminal", "run_command", "cmd", "execute_bash"})
 PATH_KEYS = ("file_path", "path", "notebook_path", "filePath", "filename", "file")
@@ -77,24 +93,40 @@ _PLACEHOLDER_WORDS = ("REDACTED", "redacted", "Redacted", "trimmed", "encrypted"
 _IMAGE = re.compile(r"\{'type': '(?:input_)?image'[^}]*\}")
 _ACK = re.compile(r"(?:ok(?:ay)?|k|thanks?(?: you)?|thx|ty|great|cool|nice|perfect|"
                   r"got it|good|sounds good)[.! ]*", re.I)
-_TRIGGER = re.compile(r"(?:start|continue|go on|second attempt|third attempt|begin|"
-                      r"next|resume)[.! ]*", re.I)
+_TRIGGER = re.compile(r"(?:start|continue|go on|keep going|carry on|second attempt|"
+                      r"third attempt|begin|next|resume)[.! ]*", re.I)
 _DECISION = re.compile(r"(?:yes|no|yep|nope|sure|go ahead|do it|approved?|proceed|"
                        r"option \w+|\d+|[a-d]|stop|don'?t|cancel)\b", re.I)
 _URL = re.compile(r"https?://[^\s<>\"'`)\]]*[^\s<>\"'`)\].,;:!?]")
-_EXIT = re.compile(r"(?:exit(?:ed)?(?: with)? (?:code|status)|exit_code|returncode|"
+_EXIT = re.compile(r"(?:exit(?:ed)?(?: with)? (?:code|status)|exit_code>?|returncode>?|"
                    r"Process exited with code)[\s:=]*(-?\d+)", re.I)
 _ERROR_LINE = re.compile(
-    r"^(?:Traceback \(most recent call last\)|(?:\w+\.)*\w*(?:Error|Exception)\b.*|"
+    r"^(?:Traceback \(most recent call last\):?|(?:\w+\.)*\w*(?:Error|Exception)\b.*|"
+    r"(?:Caught|Raised|Got) (?:an? )?(?:exception|error)\b.*|.*introduced new syntax error.*|"
     r"error(?:\[\w+\])?:.*|ERROR\b.*|FAILED\b.*|FAIL\b.*|fatal:.*|E\s{2,}.*|"
     r".*\b[1-9]\d* (?:failed|errors?|failures?)\b.*|.*command not found.*|"
     r".*No such file or directory.*|.*Permission denied.*)$", re.M)
+# an error line that says the command failed (not a warning of a run that worked): failing
+# tests, a traceback or an exception printed as the outcome, a refused edit
+_FAILURE = re.compile(
+    r"\b[1-9]\d* (?:failed|errors?|failures?)\b|Traceback|FAILED|^E\s{2,}|fatal:|"
+    r"^(?:\w+\.)*\w+(?:Error|Exception): |^(?:Caught|Raised|Got) (?:an? )?(?:exception|error)|"
+    r"introduced new syntax error", re.M)
+# an edit the tool refused (SWE-agent's lint check, a string not found)
+_REFUSED = re.compile(r"introduced new syntax error|edit (?:was|has) not been applied|"
+                      r"^<tool_use_error>|String to replace not found|"
+                      r"No replacement was performed", re.M | re.I)
+# a read that found no file (the tool said so in its first line, without an error status)
+_MISSING = re.compile(r"(?:The path \S+ does not exist|\S+: \S+: (?:No such file or directory|"
+                      r"Is a directory)|File does not exist|[Ff]ile not found|Error\b[^\n]*"
+                      r"(?:not found|does not exist))")
+# commands whose exit status 1 is an answer, not a failure (no match; a difference; false)
+_NO_MATCH = re.compile(r"(?:e|f)?grep\b|rg\b|ag\b|diff\b|cmp\b|test\b|\[\s")
 _REJECTED = ("The user doesn't want to proceed", "[Request interrupted by user")
 _LOST = re.compile(
     r"\b(?:you (?:forgot|lost|missed|never (?:read|looked|saw|opened)|didn'?t (?:read|"
     r"look)|no longer (?:have|know|remember))|(?:as )?I (?:already )?(?:said|told you|"
-    r"mentioned|asked)|remember (?:that|to|the)|again[,:]? (?:I|the|you)|"
-    r"(?:after|since) (?:the )?compact|lost (?:the )?context|read (?:it|the file) "
+    r"mentioned|asked)|lost (?:the )?context|read (?:it|the file) "
     r"(?:whole|fully|in full|again))", re.I)
 _OFFER = re.compile(r"^(?:would you like|want me to|do you want|shall i|should i (?:also|"
                     r"go ahead)|let me know|anything else|is there anything|can i help)",
@@ -103,6 +135,10 @@ _HARNESS = re.compile(r"<(?:command-name|command-message|local-command-stdout|"
                       r"local-command-caveat|system-reminder)>|Caveat: The messages below")
 _WORD = re.compile(r"[a-z0-9_./-]{4,}")
 _CD = re.compile(r"^\s*cd\s+\S+\s*(?:&&|;)\s*")
+WRITE_COMMANDS = frozenset({"cat", "echo", "printf", "tee"})
+_QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
+# an output redirection's target (`> f`, `>> f`, `2> f`, `&> f`; not `>&2`)
+_OUT = re.compile(r"(?:^|(?<=[\s;&|]))(?:\d|&)?>>?(?!&)\s*([^\s;&|<>()]+)")
 _REDIRECT = re.compile(r"\d?>>?\s*\S+|<\s*\S+|2>&1")
 
 
@@ -115,6 +151,7 @@ class ToolUse:
     target: str  # the path, or the command (normalised), or the call's canonical args
     detail: str = ""  # a read's range, a command's text
     key: str = ""  # tool + canonical arguments
+    command: str = ""  # a shell call's command line, as given
 
 
 @dataclass
@@ -228,7 +265,38 @@ def _patch_paths(text: str) -> tuple[str, list[str]]:
 
 def _shell_use(tool: str, command: str, key: str) -> ToolUse:
     """A shell command: a file read (cat, sed -n, head, ...), an edit (sed -i, a patch),
-    a routine step, or a command."""
+    a file written whole (`cat <<EOF > f`, `echo ... > f`, `tee f`), a routine step, or a
+    command; with the command line itself (what it changes is read from it)."""
+    return replace(_shell_kind(tool, command, key), command=command)
+
+
+PAGERS = frozenset({"head", "tail", "sed", "grep", "nl", "less", "more", "cat"})
+
+
+def _piped_to_viewers(command: str) -> bool:
+    """Whether a read's output goes only through programs that show part of it (head,
+    sed -n, grep, ...): piped into a script or a counter, the file is computed on, not
+    read again."""
+    stages = [p for p in command_parts(command.split("&&")[0].split(";")[0])][1:]
+    return all(_words(st)[:1] and _words(st)[0].rsplit("/", 1)[-1] in PAGERS
+               for st in stages)
+
+
+def _in_place(command: str) -> str | None:
+    """The file a part of a command line edits in place (`sed -i`, `perl -pi`), if any."""
+    if "-i" not in command and "-pi" not in command:
+        return None
+    for part in command_parts(command):
+        words = _words(_REDIRECT.sub(" ", part.split("\n", 1)[0]))
+        if len(words) >= 3 and words[0].rsplit("/", 1)[-1] in ("sed", "perl") and any(
+                w.startswith(("-i", "-pi")) for w in words):
+            files = [w for w in words[1:] if not w.startswith("-")]
+            if len(files) >= 2:
+                return files[-1]
+    return None
+
+
+def _shell_kind(tool: str, command: str, key: str) -> ToolUse:
     norm = normal_command(command)
     if "*** Begin Patch" in command:
         kind, paths = _patch_paths(command)
@@ -239,9 +307,16 @@ def _shell_use(tool: str, command: str, key: str) -> ToolUse:
         return ToolUse("", tool, norm, norm, key)
     head = words[0].rsplit("/", 1)[-1]
     files = [w for w in words[1:] if not w.startswith("-")]
+    if head in WRITE_COMMANDS:  # the file a cat, echo, printf or tee writes whole
+        written = _written(first.split("\n", 1)[0]) or (files if head == "tee" else [])
+        if written:
+            return ToolUse("file-create", tool, written[0], norm, key)
     if head in ROUTINE and "&&" not in norm and "|" not in norm:
         return ToolUse("", tool, norm, norm, key)
-    if head in READ_COMMANDS and files:
+    edited = _in_place(command) if head not in READ_COMMANDS else None
+    if edited:  # a compound command that edits a file in place (`rm x && sed -i ... f`)
+        return ToolUse("file-edit", tool, edited, norm, key)
+    if head in READ_COMMANDS and files and _piped_to_viewers(norm):
         return ToolUse("file-read", tool, files[-1], norm, key)
     if head == "sed" and "-i" not in words and files and len(files) >= 2:
         return ToolUse("file-read", tool, files[-1], files[0], key)
@@ -251,6 +326,12 @@ def _shell_use(tool: str, command: str, key: str) -> ToolUse:
         sub, path = words[1], words[2]
         kind = {"view": "file-read", "create": "file-create"}.get(sub, "file-edit")
         return ToolUse(kind, tool, path, sub, key)
+    # SWE-agent's own commands: `open FILE`, `create FILE`, `edit N:M` (of the open file)
+    if head in ("open", "create") and len(words) >= 2 and tool.lower() in SHELL_TOOLS:
+        return ToolUse("file-read" if head == "open" else "file-create", tool, words[1],
+                       " ".join(words[2:3]), key)
+    if head == "edit" and len(words) >= 2 and re.fullmatch(r"\d+:\d+", words[1]):
+        return ToolUse("file-edit", tool, "", f"lines {words[1]}", key)
     if head in ("apply_patch", "applypatch"):
         kind, paths = _patch_paths(command)
         return ToolUse(kind, tool, paths[0] if paths else norm, ", ".join(paths), key)
@@ -319,12 +400,240 @@ def _classify(name: str, arguments: Any) -> ToolUse:
     return ToolUse("command", tool, target, target, key)
 
 
+def _written(line: str) -> list[str]:
+    """The files a command line's output redirections write (never `/dev/...` or a
+    descriptor); quoted text is no redirection."""
+    bare = _QUOTED.sub("''", line)
+    return [t for t in _OUT.findall(bare) if t != "''" and not t.startswith(("/dev/", "&"))]
+
+
+@lru_cache(maxsize=1 << 14)
+def command_parts(command: str) -> tuple[str, ...]:
+    """The simple commands of a command line, split at unquoted `&&`, `||`, `;`, `|` and
+    line ends (a here-document's body stays with its command)."""
+    parts: list[str] = []
+    cur: list[str] = []
+    quote = ""
+    i, n = 0, len(command)
+    while i < n:
+        ch = command[i]
+        if quote:
+            cur.append(ch)
+            if ch == "\\" and quote == '"' and i + 1 < n:
+                cur.append(command[i + 1])
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+            cur.append(ch)
+        elif ch == "<" and command.startswith("<<", i):  # a here-document: to its end word
+            m = re.match(r"<<-?\s*(['\"]?)(\w+)\1", command[i:])
+            end = -1
+            if m:
+                body = re.search(r"^\s*" + m.group(2) + r"\s*$", command[i + m.end():], re.M)
+                end = i + m.end() + body.end() if body else n
+            end = end if end > i else i + 2
+            cur.append(command[i:end])
+            i = end
+            continue
+        elif ch in ";|\n" or command.startswith("&&", i):
+            parts.append("".join(cur))
+            cur = []
+            if command.startswith(("&&", "||"), i):
+                i += 1
+        else:
+            cur.append(ch)
+        i += 1
+    parts.append("".join(cur))
+    return tuple(p.strip() for p in parts if p.strip())
+
+
+MANIFESTS = frozenset({
+    "package.json", "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "bun.lockb",
+    "requirements.txt", "pyproject.toml", "poetry.lock", "uv.lock", "Pipfile",
+    "Pipfile.lock", "Cargo.toml", "Cargo.lock", "go.mod", "go.sum", "Gemfile",
+    "Gemfile.lock", "mix.exs", "mix.lock", "composer.json", "composer.lock"})
+_INSTALL = re.compile(
+    r"^(?:(?:npm|pnpm|yarn|bun) (?:install|i|add|remove|rm|uninstall|update|upgrade)\b|"
+    r"(?:uv )?pip3? (?:install|uninstall)\b|uv (?:add|remove|sync|lock)\b|"
+    r"poetry (?:add|remove|install|update|lock)\b|cargo (?:add|remove|update)\b|"
+    r"go (?:get|mod tidy)\b|bundle (?:add|install|update)\b|mix deps\.(?:get|update)\b|"
+    r"composer (?:require|install|update)\b)")
+# work-tree wide changes: what they change is not named in the command (a checkout, a
+# patch, a formatter or fixer that rewrites files)
+_TREE = re.compile(r"^(?:git (?:checkout|reset|restore|stash|apply|pull|merge|rebase|"
+                   r"switch|am|cherry-pick|revert|clean)\b|patch\b|"
+                   r"(?:black|isort|autopep8|autoflake|gofmt|goimports|rustfmt)\b|"
+                   r"(?:go|cargo|mix|dart|terraform|ruff) fmt\b|(?:ruff|mix|dart) format\b|"
+                   r".*(?:--fix|--write|--in-place)\b)")
+INTERPRETERS = frozenset({"python", "python3", "node", "bash", "sh", "zsh", "ruby", "perl",
+                          "deno", "bun", "tsx", "ts-node", "php"})
+# programs that keep state of their own (an issue tracker, the history) or ask the
+# network or the system: a query of one (`bd show X`, `git log`) depends on that state,
+# not on the work tree's files
+STATEFUL_TOOLS = frozenset({"git", "bd", "gh", "glab", "jira", "linear", "hg", "svn"})
+ALWAYS_QUERIES = frozenset({"curl", "wget", "http", "ps", "env", "which", "whoami", "date",
+                            "uname", "hostname", "df", "du"})
+QUERY_VERBS = frozenset({"show", "list", "ls", "view", "ready", "status", "search", "get",
+                         "describe", "info", "log", "stats", "blocked", "remote",
+                         "rev-parse", "shortlog", "blame"})
+
+
+@dataclass(frozen=True)
+class _Effects:
+    """What a call may change: files it names, files it changes without naming them
+    (`anything`: a checkout, a patch), manifest files (a package install), and the
+    script it runs (a change when the agent wrote that script itself)."""
+
+    paths: tuple[str, ...] = ()
+    anything: bool = False
+    installs: bool = False
+    script: str = ""
+    # (program, the words it was given) of each part that changes a stateful program's state
+    states: tuple[tuple[str, frozenset[str]], ...] = ()
+
+
+_NO_EFFECTS = _Effects()
+
+
+@lru_cache(maxsize=1 << 14)
+def _effects(use: ToolUse) -> _Effects:
+    if use.kind in ("file-edit", "file-create") and not use.command:
+        named = [p.strip() for p in use.detail.split(",")] if (
+            use.detail and use.tool.lower() in ("apply_patch", "patch")) else [use.target]
+        return _Effects(tuple(p for p in named if p))
+    if not use.command:
+        return _NO_EFFECTS
+    paths: list[str] = []
+    anything = installs = False
+    script = ""
+    states: list[tuple[str, frozenset[str]]] = []
+    for part in command_parts(use.command):
+        line = part.split("\n", 1)[0]
+        first = line.split(None, 1)[0].rsplit("/", 1)[-1] if line.strip() else ""
+        if first in STATEFUL_TOOLS and _query(part) is None:
+            states.append((first, frozenset(w.strip("'\"") for w in line.split()[1:])))
+        paths += _written(line)
+        words = _words(_REDIRECT.sub(" ", line))
+        while words and (("=" in words[0] and not words[0].startswith("="))
+                         or words[0] in ("sudo", "env", "time", "nohup")):
+            words = words[1:]
+        if not words:
+            continue
+        head = words[0].rsplit("/", 1)[-1]
+        args = [w for w in words[1:] if not w.startswith("-")]
+        text = " ".join([head, *words[1:]])
+        if head == "sed" and any(w.startswith("-i") for w in words) and args:
+            paths.append(args[-1])
+        elif head in ("tee", "rm", "touch", "truncate", "mv") and args:
+            paths += args
+        elif head == "cp" and len(args) >= 2:
+            paths.append(args[-1])
+        elif head == "str_replace_editor" and len(words) >= 3 and words[1] != "view":
+            paths.append(words[2])
+        elif head in ("create", "edit") and use.kind in ("file-create", "file-edit"):
+            anything = anything or not use.target
+            paths += [use.target] if use.target else []
+        elif _TREE.match(text) or "*** Begin Patch" in part:
+            anything = True
+        elif _INSTALL.match(text):
+            installs = True
+        elif head in INTERPRETERS and args:
+            script = args[0]
+        elif head.startswith("./") or words[0].startswith("./"):
+            script = words[0]
+    if use.kind in ("file-edit", "file-create") and use.target:
+        paths.append(use.target)
+    return _Effects(tuple(dict.fromkeys(p for p in paths if p)), anything, installs, script,
+                    tuple(states))
+
+
+@lru_cache(maxsize=1 << 14)
+def _query(part: str) -> tuple[str, frozenset[str]] | None:
+    """(program, what it names) of a simple command that only asks (a query of a
+    program with state of its own, or of the network or the system), else None."""
+    words = _words(_REDIRECT.sub(" ", part.split("\n", 1)[0]))
+    if not words:
+        return None
+    head = words[0].rsplit("/", 1)[-1]
+    args = [w for w in words[1:] if not w.startswith("-")]
+    if head in ALWAYS_QUERIES:
+        return head, frozenset(args)
+    if head in STATEFUL_TOOLS and any(a in QUERY_VERBS for a in args[:2]):
+        return head, frozenset(a for a in args if a not in QUERY_VERBS)
+    return None
+
+
+@lru_cache(maxsize=1 << 14)
+def _depends_on_files(use: ToolUse) -> bool:
+    """Whether a command's outcome may depend on any file of the work tree (it runs code,
+    builds, tests or searches), not only on what it names (a query of an issue tracker,
+    the history, the network)."""
+    for part in command_parts(use.command or use.target):
+        words = part.split()
+        if words and (words[0] in ROUTINE or _query(part) is not None):
+            continue
+        return True
+    return False
+
+
+@lru_cache(maxsize=1 << 14)
+def _read_range(use: ToolUse) -> tuple[float, float] | None:
+    """The lines a read covers: None for the whole file, (first, last) for a part, and
+    (0, 0) for a part whose lines are not known (a grep of the file, a tail)."""
+    detail = use.detail
+    if use.command:  # a shell read: its own range, or its pipe's
+        parts = command_parts(use.command)
+        text = " ".join(parts)
+        m = re.search(r"\bsed -n ['\"]?(\d+)(?:,(\d+))?p", text)
+        if m:
+            return float(m.group(1)), float(m.group(2) or m.group(1))
+        if re.search(r"\b(?:head|tail) -c\b", text):
+            return 0.0, 0.0  # bytes, not lines
+        m = re.search(r"\bhead(?: -n)? -?(\d+)\b", text)
+        if m:
+            return 1.0, float(m.group(1))
+        if re.search(r"\bhead\b", text):
+            return 1.0, 10.0
+        if len(parts) > 1 or re.search(r"^(?:tail|grep)\b", parts[0] if parts else ""):
+            return 0.0, 0.0
+        return None
+    m = re.match(r"offset (\d+), limit ?(\d*)", detail)
+    if m:
+        first = max(float(m.group(1)), 1.0)
+        last = first + float(m.group(2)) - 1 if m.group(2) else float("inf")
+        # from the top, 2,000 lines or more: what a read with no range gets (the default)
+        return None if first <= 1 and last >= 2000 else (first, last)
+    m = re.match(r"lines \[(-?\d+),\s*(-?\d+)\]", detail)
+    if m:
+        last = float(m.group(2))
+        return float(m.group(1)), float("inf") if last < 0 else last
+    return None
+
+
+def _covers(hidden: tuple[float, float] | None, later: tuple[float, float] | None) -> bool:
+    """Whether a later read gets back what a hidden read showed: most of the hidden
+    lines, and mostly those (a whole file read after a hidden ten lines of it reads
+    mostly what was never hidden; ten lines after a hidden whole file get little back)."""
+    if hidden is None or later is None:
+        return hidden is later
+    if hidden == (0.0, 0.0) or later == (0.0, 0.0):
+        return False
+    inf = float("inf")
+    if inf in (hidden[1], later[1]):
+        return hidden[1] == later[1] and abs(hidden[0] - later[0]) <= 20
+    both = min(hidden[1], later[1]) - max(hidden[0], later[0]) + 1
+    return (both >= 0.5 * (hidden[1] - hidden[0] + 1)
+            and both >= 0.5 * (later[1] - later[0] + 1))
+
+
 # ------------------------------------------------------------------- helpers
 
 
 def is_redacted(text: str) -> bool:
     """Whether all a text says is placeholders (redacted, trimmed, encrypted, an image)."""
-    head = text.lstrip()[:1]
+    head = (text[:200].lstrip() or text.lstrip())[:1]  # (no copy of a long text)
     if head not in ("[", "{") or not any(map(text.__contains__, _PLACEHOLDER_WORDS)):
         return False  # (a text of placeholders only begins with one)
     rest = _IMAGE.sub("", _REDACTED.sub("", text))
@@ -336,8 +645,16 @@ def _exit_code(text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+# words one of which every `_ERROR_LINE` match holds (a quick test before the pattern)
+_ERROR_WORDS = ("rror", "RROR", "xception", "Traceback", "FAIL", "fatal:", "failed", "failure",
+                "not found", "No such file", "Permission denied")
+_E_LINE = re.compile(r"E\s\s")
+
+
 def error_line(text: str) -> str | None:
     """The first error line of a command's output (never called on a file's content)."""
+    if not any(map(text.__contains__, _ERROR_WORDS)) and not _E_LINE.search(text):
+        return None  # (no alternative of the pattern can match)
     m = _ERROR_LINE.search(text)
     return m.group(0).strip()[:200] if m else None
 
@@ -436,6 +753,8 @@ class _Reader:
             self.acts = {s: e.acts for s, e in zip(
                 asked, read_entries(log.events, plans, asked, {}, {}), strict=True)}
         self._call_ids: dict[int, str | None] = {}
+        self._files: _Paths | None = None
+        self.assistants: list[int] | None = None  # the assistant messages' seqs, sorted
         self.calls: dict[str, tuple[int, str, Any]] = {}  # call id -> (seq, name, args)
         for s, acts in self.acts.items():
             for kind, name, arguments, call_id in acts:
@@ -497,6 +816,19 @@ class _Reader:
     def text_blocks(self, seq: int) -> list[str]:
         return [name for kind, name, _, _ in self.acts.get(seq, ()) if kind == "text"]
 
+    def used_before(self, path: str, seq: int) -> bool:
+        """Whether a call before `seq` read, edited or wrote this file (so that writing it
+        whole at `seq` rewrites a file that existed). The index is built on first use."""
+        if self._files is None:
+            self._files = _Paths()
+            for s in sorted(self.acts):
+                for kind, name, arguments, _ in self.acts[s]:
+                    if kind == "tool-call":
+                        use = classify_call(str(name), arguments)
+                        if use.kind.startswith("file-") and use.target:
+                            self._files.add(use.target, s, None)
+        return any(s < seq for s, _ in self._files.get_all(path))
+
 
 def _user_fact(text: str, after_question: bool) -> tuple[str, str] | None:
     """(kind, text) of a user message, or None when it carries no fact."""
@@ -520,35 +852,88 @@ def _user_fact(text: str, after_question: bool) -> tuple[str, str] | None:
     return "instruction", _short(body)
 
 
-def _result_fact(reader: _Reader, seq: int, text: str) -> tuple[str, str, ToolUse | None]:
-    """(kind, text, use) of a tool result; kind "" when it carries no fact."""
-    call = reader.call_of(seq)
+def _observed(reader: _Reader, log: LogData, seq: int) -> ToolUse | None:
+    """The commands whose output a terminal-style observation is (a harness message of
+    origin `observation`, as ATIF imports one no call answers): those the assistant message
+    before it gave in its text, as one shell call."""
+    source = log.source_of(seq)
+    if not isinstance(source, Mapping) or source.get("origin") != "observation":
+        return None
+    if reader.assistants is None:
+        reader.assistants = sorted(reader.acts)
+    at = bisect_left(reader.assistants, seq) - 1
+    if at < 0:
+        return None
+    text = "\n".join(reader.text_blocks(reader.assistants[at]))
+    command = commands_in(text)
+    return classify_call("bash", {"command": command}) if command else None
+
+
+def commands_in(text: str) -> str | None:
+    """The shell commands an assistant gave in its text: the keystrokes of a terminal
+    agent's JSON answer (`{"commands": [{"keystrokes": ...}]}`), else its last fenced
+    shell block."""
+    body = text.strip()
+    if body.startswith("{") and '"commands"' in body:
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            answer = None
+        if isinstance(answer, Mapping) and isinstance(answer.get("commands"), list):
+            keys = [str(c.get("keystrokes", "")).strip() for c in answer["commands"]
+                    if isinstance(c, Mapping)]
+            return "\n".join(k for k in keys if k) or None
+    blocks = re.findall(r"```(?:bash|sh|shell|console)?\n(.*?)```", body, re.S)
+    return blocks[-1].strip() or None if blocks else None
+
+
+def _result_fact(reader: _Reader, seq: int, text: str, given: ToolUse | None = None
+                 ) -> tuple[str, str, ToolUse | None]:
+    """(kind, text, use) of a tool result (or of an observation whose commands are
+    `given`); kind "" when it carries no fact."""
+    call = reader.call_of(seq) if given is None else (seq, given)
     use = call[1] if call is not None else None
     failed = reader.failed(seq)
-    if any(text.lstrip().startswith(r) for r in _REJECTED):
+    head = text[:400].lstrip() or text.lstrip()  # the text's opening, without copying it
+    if head.startswith(_REJECTED):
         return "decision", _short(text), use
     if use is None:
         line = error_line(text) if failed else None
         return ("error" if failed else "command", _short(line or text, 120), None)
-    if use.kind == "":
-        return "", "", use
+    if use.kind == "" or use.tool.lower() in MODE_TOOLS or "Sibling tool call errored" in (
+            text[:200]):
+        return "", "", use  # a routine step, a mode switch, a call that never ran
+    if use.tool.lower() in ASK_TOOLS and not failed:  # the user's answer to the agent
+        return "decision", _short(text), use
+    if not text.strip() and not failed and not (
+            use.kind.startswith("file-") or _STATEFUL.match(use.target)):
+        return "", "", use  # an empty answer to a query: nothing learned
+    if (use.kind == "file-create" and use.target and call is not None
+            and not head.startswith("File created successfully")
+            and reader.used_before(use.target, call[0])):
+        use = replace(use, kind="file-edit")  # a file that existed, written whole
+    if use.kind == "file-edit" and not use.target:  # the file SWE-agent's edit changed
+        m = re.match(r"\[File: ([^\]\n]+?) \(\d+ lines total\)\]", head)
+        if m:
+            use = replace(use, target=m.group(1))
     label = use.target or use.tool
     if use.kind == "file-read":
-        if failed:
+        if failed or _MISSING.match(head[:300]):
             return "error", f"read {label}: {_short(text, 100)}", use
         rng = f" ({use.detail})" if use.detail and use.tool.lower() != "bash" else ""
         return "file-read", f"read {label}{rng}", use
     if use.kind in ("file-edit", "file-create"):
-        if failed:
+        if failed or _REFUSED.search(text[:300]):
             return "error", f"{label}: {_short(text, 100)}", use
         verb = "created" if use.kind == "file-create" else "edited"
         return use.kind, f"{verb} {label}", use
     code = _exit_code(text)
+    if code == 1 and _NO_MATCH.match(use.target):
+        code = 0  # a search that found nothing, two files that differ: no failure
     line = error_line(text) if (failed or code not in (None, 0) or len(text) < 20000) else None
     if failed or (code is not None and code != 0):
         return "error", f"{_short(label, 100)}: {line or _short(text, 80)}", use
-    if line and re.search(r"\b[1-9]\d* (?:failed|errors?|failures?)\b|Traceback|FAILED|"
-                          r"^E\s{2,}|fatal:", line, re.M):
+    if line and _FAILURE.search(line):
         return "error", f"{_short(label, 100)}: {line}", use
     outcome = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     return "command", f"{_short(label, 100)} -> {_short(outcome, 80)}", use
@@ -619,22 +1004,33 @@ class _Kept:
 
     def path(self, path: str) -> str:
         forms = path_forms(path)
-        if any(f in self.text for f in forms):
+        # a form holding the shortest one is on the surface only if that one is: search the
+        # surface for the shortest and for the forms that do not hold it (a `a//b` path)
+        wanted = [f for f in forms if f is forms[0] or forms[0] not in f]
+        if any(f in self.text for f in wanted):
             return "yes"
-        if any(f in self.calls for f in forms):
+        if any(f in self.calls for f in wanted):
             return "partly"
+        base = forms[0].rsplit("/", 1)[-1] if forms else ""
+        if "." in base.strip(".") and len(base) >= 6 and base in self.text and re.search(
+                r"(?<![\w./-])" + re.escape(base) + r"(?![\w/-]|\.\w)", self.text):
+            return "partly"  # named by its file name alone: which file is not said
         return "no"
 
     def said(self, text: str) -> str:
         low = " ".join(text.lower().split())
         if low and low[:200] in self.spaced:
             return "yes"
+        share = self.share(low)
+        return "yes" if share >= 0.8 else "partly" if share >= 0.4 else "no"
+
+    def share(self, low: str) -> float:
+        """The share of a lowered text's words (4 characters or more) on the surface."""
         words = set(_WORD.findall(low))
         if not words:
-            return "no"
+            return 0.0
         spaced = self.spaced
-        share = sum(_has_word(spaced, w) for w in words) / len(words)
-        return "yes" if share >= 0.8 else "partly" if share >= 0.4 else "no"
+        return sum(_has_word(spaced, w) for w in words) / len(words)
 
 
 def _kept(kind: str, use: ToolUse | None, text: str, kept: _Kept) -> str:
@@ -674,8 +1070,11 @@ def fact_ledger(source: Any) -> Ledger:
         texts_by_replace[plan.seq] = texts
         answered = {c for c in (reader.call_id(h) for h in hidden
                                 if reader.types[h] == "tool/result") if c is not None}
-        seen_keys: set[str] = set()
+        seen_keys: dict[str, list[str]] = {}  # a call's key -> its results' texts
         prev_question = False
+        superseded = _background_superseded(reader, hidden, texts)
+        # a masked or pruned result: the replacement stands for the result it hides
+        stand_in = reader.types[plan.seq] == "tool/result"
         rows: list[Fact] = []
         for s in hidden:
             kind_of = reader.types[s]
@@ -690,20 +1089,26 @@ def fact_ledger(source: Any) -> Ledger:
                 rows.append(Fact(plan.seq, s, "unmeasurable", _short(text, 80)))
                 continue
             if kind_of == "tool/result":
+                if s in superseded:
+                    continue
                 kind, fact, use = _result_fact(reader, s, text)
-                if use is not None and kind not in ("", "error"):
-                    if use.key in seen_keys:
+                if use is not None and kind:
+                    seen = seen_keys.setdefault(use.key, [])
+                    if text in seen:  # an identical call with an identical result
                         continue
-                    seen_keys.add(use.key)
+                    seen.append(text)
                 if kind:
-                    rows.append(Fact(plan.seq, s, kind, fact, _kept(kind, use, fact, kept)))
+                    said = _kept(kind, use, fact, kept)
+                    if said == "yes" and kind == "file-read" and stand_in:
+                        said = "partly"  # the call stays visible, what it read does not
+                    rows.append(Fact(plan.seq, s, kind, fact, said))
                     if use is not None:
                         uses[(plan.seq, s)] = use
             elif kind_of == "user/message":
                 author = author_from(kind_of, log.source_of(s))
                 if s in reader.replace_seqs or author == "summary":
                     if text.strip():
-                        rows.append(Fact(plan.seq, s, "other", _short(text),
+                        rows.append(Fact(plan.seq, s, _summary_kind(text), _short(text),
                                          kept.said(text[:400])))
                     continue
                 found = _user_fact(text, prev_question)
@@ -711,7 +1116,17 @@ def fact_ledger(source: Any) -> Ledger:
                     rows.append(Fact(plan.seq, s, found[0], found[1],
                                      _kept(found[0], None, found[1], kept)))
             elif s in reader.replace_seqs and text.strip():
-                rows.append(Fact(plan.seq, s, "other", _short(text), kept.said(text[:400])))
+                rows.append(Fact(plan.seq, s, _summary_kind(text), _short(text),
+                                 kept.said(text[:400])))
+            elif kind_of == "context/message" and text.strip():
+                use = _observed(reader, log, s)
+                if use is None:
+                    continue
+                kind, fact, use = _result_fact(reader, s, text, use)
+                if kind:
+                    rows.append(Fact(plan.seq, s, kind, fact, _kept(kind, use, fact, kept)))
+                    if use is not None:
+                        uses[(plan.seq, s)] = use
         facts.extend(rows)
     redos, unmeasurable = _find_redos(log, reader, facts, uses, texts_by_replace)
     needed: dict[tuple[int, int], list[int]] = {}
@@ -725,6 +1140,62 @@ def fact_ledger(source: Any) -> Ledger:
     ledger = Ledger(facts, redos, unmeasurable)
     log.cache["fact_ledger"] = ledger
     return ledger
+
+
+_BG_START = re.compile(r"running in background with ID: ([\w-]+)")
+_BG_ID = re.compile(r"(?:\"(?:task_id|bash_id|shell_id)\"\s*:\s*\"|/tasks/)([\w-]+)")
+_BG_NOTICE = re.compile(r"<task-id>([\w-]+)</task-id>")
+
+
+def _bg_sign(text: str) -> bool:
+    """Whether a text may start, poll or report a background command (a quick test)."""
+    head = text[:200]
+    return "running in background" in head or ("<" in head and (
+        "<task-notification>" in head or "<status>" in head))
+
+_BG_FINAL = re.compile(r"<status>\s*(?:completed|failed|killed|error)|<exit_code>")
+
+
+def _background_superseded(reader: _Reader, hidden: Sequence[int], texts: Mapping[int, str]
+                           ) -> set[int]:
+    """The hidden results that only start or poll a background command whose outcome a
+    later hidden item reports (its start notice, the polls before it): the fact goes on
+    the item holding the outcome."""
+    if not any(map(_bg_sign, texts.values())):
+        return set()  # (most replaces: no background command started, polled or done)
+    marks: list[tuple[int, str, bool]] = []  # (seq, task id, reports the outcome)
+    for h in hidden:
+        text = texts.get(h, "")
+        kind = reader.types[h]
+        if kind == "user/message":
+            m = _BG_NOTICE.search(text) if text[:50].lstrip().startswith("<task-") else None
+            if m:
+                marks.append((h, m.group(1), True))
+            continue
+        if kind != "tool/result":
+            continue
+        m = _BG_START.search(text[:300])
+        if m:
+            marks.append((h, m.group(1), False))
+            continue
+        call = reader.call_of(h)
+        m = _BG_ID.search(call[1].key) if call is not None else None
+        if m:
+            marks.append((h, m.group(1), bool(_BG_FINAL.search(text))))
+    last: dict[str, int] = {}
+    for h, task, _ in marks:
+        last[task] = h
+    return {h for h, task, final in marks if not final and last[task] > h}
+
+
+_USER_WORDS = re.compile(r"^\W*(?:- )?user: \S|Original Task|Primary Request|"
+                         r"The user (?:asked|wants|requested)", re.M)
+
+
+def _summary_kind(text: str) -> str:
+    """The kind of an earlier summary hidden again: `instruction` when it carries the
+    user's words (its request), the most important of what it holds; else `other`."""
+    return "instruction" if _USER_WORDS.search(text[:4000]) else "other"
 
 
 def _assistant_fact(reader: _Reader, replace_seq: int, seq: int, answered: set[str],
@@ -758,6 +1229,11 @@ def _assistant_fact(reader: _Reader, replace_seq: int, seq: int, answered: set[s
     return None
 
 
+# tools that only switch the agent's mode (their result is a notice, nothing learned)
+MODE_TOOLS = frozenset({"enterplanmode"})
+# tools that put a question or a plan to the user: their result is the user's answer
+ASK_TOOLS = frozenset({"exitplanmode", "askuserquestion", "ask_user", "askuser",
+                       "request_user_input", "ask_followup_question"})
 _STATEFUL = re.compile(
     r"(?:git (?:commit|push|merge|rebase|reset|checkout|tag)|pip install|npm (?:install|i)"
     r"|pnpm (?:add|install)|uv (?:add|pip)|cargo add|rm |mv |mkdir |alembic|make install)")
@@ -808,8 +1284,10 @@ def _rank(facts: list[Fact]) -> None:
     for f in facts:
         if f.kind == "unmeasurable":
             continue
-        f.score = (WEIGHTS.get(f.kind, 1.0) + (2.0 if f.needed else 0.0)
-                   + {"no": 0.6, "partly": 0.3}.get(f.kept or "", 0.0))
+        # needed later first, then what the surface lost (not kept, then partly), then by
+        # kind (WEIGHTS: at most 5), nearer the present first (under 0.5)
+        f.score = (WEIGHTS.get(f.kind, 1.0) + (20.0 if f.needed else 0.0)
+                   + {"no": 10.0, "partly": 5.0}.get(f.kept or "", 0.0))
         by.setdefault(f.replace_seq, []).append(f)
     for rows in by.values():
         n = len(rows)
@@ -859,6 +1337,7 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
     inside = _inside_brackets(log)
     actors = log.seqs_of_type("assistant/message", "user/message")
     shown_args: dict[str, str] = {}  # a call's arguments as a re-do shows them
+    changes = _Changes(reader)  # (built when a candidate re-read or re-run asks)
     for i, rseq in enumerate(replaces):
         rows = by_replace.get(rseq, [])
         hidden_texts = texts_by_replace.get(rseq, {})
@@ -871,52 +1350,61 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
             map(is_redacted, targets))
         if unmeasurable[rseq]:
             continue
-        reads = _Paths()  # path -> hidden read result seq
+        failed = {f.seq for f in rows if f.kind == "error"}
         runs: dict[str, int] = {}
         calls: dict[str, int] = {}
         users: list[tuple[int, str]] = []
         for f in rows:
             use = uses.get((rseq, f.seq))
             if use is None:
-                if f.kind in ("instruction", "decision", "identifier"):
+                if f.kind in ("instruction", "decision", "identifier") and not (
+                        f.seq in reader.replace_seqs or author_from(
+                            types[f.seq], log.source_of(f.seq)) == "summary"):
                     users.append((f.seq, hidden_texts.get(f.seq, f.text)))
                 continue
             if reader.types[f.seq] != "tool/result":
                 continue
-            if use.kind == "file-read" and use.target:
-                reads.put(use.target, f.seq)
-            elif use.kind in ("file-edit", "file-create") and use.target:
-                reads.drop(use.target)
-            elif use.kind in ("command", "error") and use.tool.lower() in SHELL_TOOLS:
+            if use.kind == "command" and use.tool.lower() in SHELL_TOOLS:
                 runs[normal_command(use.target)] = f.seq
             calls[use.key] = f.seq
-        # hidden reads of duplicate calls still count for a re-read
-        in_rows = {f.seq for f in rows}
+        # every hidden read result (also of a call repeated in the replace): path ->
+        # (result seq, the read), in order; a failed read got nothing back
+        reads = _Paths()
         for s in hidden_texts:
-            if types[s] == "tool/result" and s not in in_rows:
-                call = reader.call_of(s)
-                if (call is not None and call[1].kind == "file-read" and call[1].target
-                        and reads.get(call[1].target) is None):
-                    reads.put(call[1].target, s)
-        # each part of a hidden compound command -> the first such command's result
+            if types[s] == "tool/result" and s not in failed:
+                got = uses.get((rseq, s))
+                if got is None:
+                    call = reader.call_of(s)
+                    got = call[1] if call is not None else None
+                if got is not None and got.kind == "file-read" and got.target:
+                    reads.add(got.target, s, got)
+        # each part of a hidden compound command -> the latest such command's result
         parts: dict[str, int] = {}
         for c, s in runs.items():
-            if "&&" in c:
-                for part in c.split("&&"):
-                    parts.setdefault(part.strip(), s)
+            split = command_parts(c)
+            if len(split) > 1:
+                for part in split:
+                    parts[_plain(part)] = s
         end = replaces[i + 1] if i + 1 < len(replaces) else len(types)
-        changed = _Paths()
-        dirty = False  # a file changed since the replace
         for seq in actors[bisect_right(actors, rseq): bisect_left(actors, end)]:
             if seq in inside:
                 continue
             kind = types[seq]
             if kind == "assistant/message":
-                for btype, name, arguments, call_id in reader.acts.get(seq, ()):
+                acts = reader.acts.get(seq, ())
+                asks = not any(btype == "tool-call" for btype, _, _, _ in acts)
+                for btype, name, arguments, call_id in acts:
                     if btype == "text":
+                        if not asks:  # a question beside a call is not put to the user
+                            continue
+                        found: set[int] = set()
                         for q in _questions(str(name)):
                             hit = max(users, key=lambda u: _overlap(q, u[1]), default=None)
-                            if hit is not None and _overlap(q, hit[1]) >= 0.5:
+                            # most of the question's words, and a fair share of the
+                            # message's (not any question whose words a long task holds)
+                            if hit is not None and hit[0] not in found and _overlap(
+                                    q, hit[1]) >= 0.5 and _overlap(hit[1], q) >= 0.2:
+                                found.add(hit[0])
                                 out.append(Redo(seq, "re-ask", rseq, hit[0], None, q,
                                                 _short(hit[1], 80)))
                         continue
@@ -926,24 +1414,24 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
                     call_id = str(call_id)
                     redo = None
                     if use.kind == "file-read" and use.target:
-                        hit_seq = reads.get(use.target)
-                        if hit_seq is not None and changed.get(use.target) is None:
-                            redo = ("re-read", hit_seq, use.target)
-                    elif use.kind in ("file-edit", "file-create"):
-                        if use.target:
-                            changed.put(use.target, seq)
-                        dirty = True
-                        continue
+                        later = _read_range(use)
+                        for hit_seq, hidden_use in reversed(reads.get_all(use.target)):
+                            if _covers(_read_range(hidden_use), later) and not (
+                                    changes.file_changed(use.target, hit_seq, seq)):
+                                redo = ("re-read", hit_seq, use.target)
+                                break
                     elif use.kind == "command" and use.tool.lower() in SHELL_TOOLS:
                         hit_seq = runs.get(normal_command(use.target))
                         if hit_seq is None:  # one part of a hidden compound command
-                            hit_seq = parts.get(normal_command(use.target))
-                        if hit_seq is not None and not dirty:
+                            hit_seq = parts.get(_plain(normal_command(use.target)))
+                        if hit_seq is not None and not changes.run_changed(use, hit_seq, seq):
                             redo = ("re-run", hit_seq, use.target)
                     if (redo is None and use.kind == "command"
                             and use.tool.lower() not in SHELL_TOOLS):
-                        hit_seq = calls.get(use.key)
-                        if hit_seq is not None:
+                        hit_seq = calls.get(use.key) if _asks(use.tool) else None
+                        if hit_seq is not None and not (
+                                use.tool.lower() in TREE_SEARCHES
+                                and changes.any_changed(hit_seq, seq)):
                             redo = ("repeat-call", hit_seq, use.target)
                     if redo is not None:
                         shown = (shown_args.get(arguments) if isinstance(arguments, str)
@@ -975,43 +1463,145 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
     return out, unmeasurable
 
 
+@lru_cache(maxsize=1 << 14)
+def _plain(command: str) -> str:
+    """A simple command as compared for a re-run: its redirections taken off, spaced."""
+    return " ".join(_REDIRECT.sub(" ", command).split())
+
+
+class _Changes:
+    """When the files of a log's work tree changed, read from every call of the log
+    (built on first use): per path the seqs of the calls that changed it; the seqs of
+    calls that may have changed any file (a checkout, a patch, a script the agent wrote
+    itself, an edit of SWE-agent's open file); of package installs (which rewrite the
+    manifest and lock files)."""
+
+    def __init__(self, reader: _Reader) -> None:
+        self.reader = reader
+        self.paths: _Paths | None = None
+        self.anything: list[int] = []
+        self.installs: list[int] = []
+        self.every: list[int] = []
+        # program -> (seq, the words it was given) of each call that changed its state
+        self.states: dict[str, list[tuple[int, frozenset[str]]]] = {}
+
+    def _build(self) -> _Paths:
+        paths = _Paths()
+        created = _Paths()
+        every: set[int] = set()
+        for seq in sorted(self.reader.acts):
+            for kind, name, arguments, _ in self.reader.acts[seq]:
+                if kind != "tool-call":
+                    continue
+                use = classify_call(str(name), arguments)
+                if use.kind not in ("file-edit", "file-create") and not use.command:
+                    continue
+                eff = _effects(use)
+                for p in eff.paths:
+                    paths.add(p, seq, None)
+                    every.add(seq)
+                if eff.anything or (eff.script and created.get(eff.script) is not None):
+                    self.anything.append(seq)
+                    every.add(seq)
+                if eff.installs:
+                    self.installs.append(seq)
+                    every.add(seq)
+                if use.kind == "file-create" and use.target:
+                    created.add(use.target, seq, None)
+                for program, given in eff.states:
+                    self.states.setdefault(program, []).append((seq, given))
+        self.every = sorted(every)
+        self.paths = paths
+        return paths
+
+    @staticmethod
+    def _within(seqs: list[int], lo: int, hi: int) -> bool:
+        return bisect_right(seqs, lo) < bisect_left(seqs, hi)
+
+    def file_changed(self, path: str, lo: int, hi: int) -> bool:
+        """Whether the file may have changed after seq `lo` and before seq `hi`."""
+        paths = self.paths if self.paths is not None else self._build()
+        if self._within(self.anything, lo, hi):
+            return True
+        parts = _parts(path)
+        if not parts:
+            return False
+        if parts[-1] in MANIFESTS and self._within(self.installs, lo, hi):
+            return True
+        return any(lo < s < hi for s in paths.seqs_between(path, lo, hi))
+
+    def any_changed(self, lo: int, hi: int) -> bool:
+        """Whether any file may have changed after seq `lo` and before seq `hi`."""
+        if self.paths is None:
+            self._build()
+        return self._within(self.every, lo, hi)
+
+    def run_changed(self, use: ToolUse, lo: int, hi: int) -> bool:
+        """Whether what a command depends on may have changed after `lo`, before `hi`:
+        any file for one that runs, builds, tests or searches; else the files it names."""
+        if self.paths is None:
+            self._build()
+        if _depends_on_files(use):
+            return self._within(self.every, lo, hi)
+        for part in command_parts(use.command or use.target):
+            asked = _query(part)
+            if asked is None:
+                continue
+            program, named = asked
+            for seq, given in self.states.get(program, ()):
+                if lo < seq < hi and (not named or named & given):
+                    return True  # (a query naming nothing asks about all of it)
+            if any(self.file_changed(w, lo, hi) for w in named if "/" in w or "." in w):
+                return True
+        return False
+
+
 def _parts(path: str) -> tuple[str, ...]:
     return tuple(p for p in path.strip().strip("'\"").split("/") if p and p != ".")
 
 
 class _Paths:
-    """Paths to seqs, where a relative and an absolute path to one file are one path (the
-    shorter is a tail of the longer, by whole components)."""
+    """Paths to seqs (and a value each), in the order added, where a relative and an
+    absolute path to one file are one path (the shorter is a tail of the longer, by whole
+    components)."""
 
     def __init__(self) -> None:
-        self.by_name: dict[str, list[tuple[tuple[str, ...], int]]] = {}
+        self.by_name: dict[str, list[tuple[tuple[str, ...], int, Any]]] = {}
 
-    def put(self, path: str, seq: int) -> None:
+    def add(self, path: str, seq: int, value: Any) -> None:
         parts = _parts(path)
         if parts:
-            self.drop(path)
-            self.by_name.setdefault(parts[-1], []).append((parts, seq))
+            self.by_name.setdefault(parts[-1], []).append((parts, seq, value))
 
-    def _match(self, path: str) -> list[tuple[tuple[str, ...], int]]:
+    def get_all(self, path: str) -> list[tuple[int, Any]]:
+        """(seq, value) of every entry for this path, in the order added."""
         parts = _parts(path)
         if not parts:
             return []
-        return [(p, s) for p, s in self.by_name.get(parts[-1], ())
+        return [(s, v) for p, s, v in self.by_name.get(parts[-1], ())
                 if p[-len(parts):] == parts or parts[-len(p):] == p]
 
     def get(self, path: str) -> int | None:
-        found = self._match(path)
-        return found[-1][1] if found else None
+        found = self.get_all(path)
+        return found[-1][0] if found else None
 
-    def drop(self, path: str) -> None:
-        found = self._match(path)
-        if found:
-            rows = self.by_name[_parts(path)[-1]]
-            rows[:] = [r for r in rows if r not in found]
+    def seqs_between(self, path: str, lo: int, hi: int) -> Iterator[int]:
+        """The seqs after `lo` and before `hi` of this path's entries, when they were
+        added in the order of their seqs (as `_Changes` adds them)."""
+        parts = _parts(path)
+        rows = self.by_name.get(parts[-1], ()) if parts else ()
+        if not rows:
+            return
+        at = bisect_right(rows, lo, key=lambda r: r[1])
+        for p, s, _ in rows[at:]:
+            if s >= hi:
+                break
+            if p[-len(parts):] == parts or parts[-len(p):] == p:
+                yield s
 
     def items(self) -> Iterator[tuple[str, int]]:
         for rows in self.by_name.values():
-            for parts, seq in rows:
+            for parts, seq, _ in rows:
                 yield "/".join(parts), seq
 
 
