@@ -504,39 +504,28 @@ def session_key(source: str, session_id: str) -> str:
 
 
 def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
-                     problems: list[Any], created: int | None) -> dict[str, dict[str, Any]]:
-    """Every table's columns for one session (all the fallible work, before any row is
-    added to a task's tables)."""
+                     problems: list[Any], created: int | None,
+                     spill: _Spill) -> tuple[dict[str, dict[str, Any]], range]:
+    """Every table's columns for one session but the events, and the spill's batches of
+    its events (all the fallible work, before any row is added to a task's tables)."""
     log = box.pop()  # the only reference: the log is let go once its tables are made
     from .analysis.audit import facts_at_risk_by_replace
     from .analysis.brackets import replacement_columns
-    from .analysis.events import event_arrays
+    from .analysis.events import event_slices
     from .gcpause import gc_paused
 
     key, source = session_key(ref.path, session_id), ref.path
     tables: dict[str, dict[str, Any]] = {
-        name: {c: [] for c in schema.names} for name, schema in _schemas().items()}
-    ev = event_arrays(log)
-    n = len(ev["seq"])
-    tools = _tool_names(log, ev["type"], n)
-    # The events go to Arrow before the other tables are worked out: the numpy columns
-    # are let go one by one as they are converted, so they never sit beside the
-    # replaces' and the facts' work (memory: one copy of the events, then the rest)
-    events = tables["events"]
-    schema = _held_schemas()["events"]
-    for column in events:
-        if column in _KEYS:
-            events[column] = _repeat({"session_id": session_id, "session_key": key,
-                                      "source": source}[column], n)
-        elif column == "n_sources":
-            events[column] = [len(s) if s is not None else None
-                              for s in ev.pop("source_event_seqs")]
-        elif column == "tool":
-            events[column] = tools
-        else:  # each numpy column is let go once it is in Arrow (memory: one copy)
-            events[column] = _arrow(ev.pop(column) if column != "type" else ev[column],
-                                    schema.field(column).type)
-    del ev
+        name: {c: [] for c in schema.names} for name, schema in _schemas().items()
+        if name != "events"}
+    # The events go to the spill a slice at a time, before the other tables are worked
+    # out: a slice's columns (numpy, then Arrow) are all that is held of them, never the
+    # session's whole events table beside its reading (memory: `_event_slice`)
+    ids = {"session_id": session_id, "session_key": key, "source": source}
+    first_batch = spill.batches("events")
+    for seqs in event_slices(log, ROW_GROUP):
+        spill.write("events", _event_slice(log, seqs, ids))
+    events = range(first_batch, spill.batches("events"))
     rep = replacement_columns(log)
     at_risk: dict[int, list[str]] = {}
     if rep["seq"]:
@@ -553,7 +542,6 @@ def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
                           ("problem", _clean(str(first)) if first else None),
                           ("problem_line", first.line if first else None)):
         sessions[column].append(value)
-    ids = {"session_id": session_id, "session_key": key, "source": source}
     _add_lost_evidence(tables["lost_evidence"], log, ids)
     _add_requests(tables["requests"], log.cache.get("billed") or [], ids)
     del log
@@ -579,18 +567,47 @@ def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
         for ident in at_risk.get(seq, []):
             for column, value in (*ids.items(), ("replace_seq", seq), ("ident", ident)):
                 tables["mentions"][column].append(value)
-    return tables
+    return tables, events
 
 
-def _tool_names(log: Any, types: Any, n: int) -> Any:
-    """The tool each `tool/call` event names (`data.name`), null elsewhere: what a query
-    needs to tell an edit from a read."""
+def _event_slice(log: Any, seqs: range, ids: dict[str, str]) -> Any:
+    """The `events` rows of `seqs` of a session, as an Arrow table of the held schema
+    (`_HELD`): from `analysis.events.event_arrays`' numpy arrays, each let go once it
+    is in Arrow."""
+    import pyarrow as pa
+
+    from .analysis.events import event_arrays
+
+    ev = event_arrays(log, seqs)
+    n = len(seqs)
+    schema = _held_schemas()["events"]
+    tools = _tool_names(log, ev["type"], seqs)
+    columns: dict[str, Any] = {}
+    for column in schema.names:
+        if column in _KEYS:
+            columns[column] = _repeat(ids[column], n)
+        elif column == "n_sources":
+            columns[column] = pa.array([len(s) if s is not None else None
+                                        for s in ev.pop("source_event_seqs")],
+                                       type=pa.int64())
+        elif column == "tool":
+            columns[column] = tools
+        else:  # each numpy column is let go once it is in Arrow (memory: one copy)
+            columns[column] = _arrow(ev.pop(column) if column != "type" else ev[column],
+                                     schema.field(column).type)
+    return pa.Table.from_pydict(columns, schema=schema)
+
+
+def _tool_names(log: Any, types: Any, seqs: range) -> Any:
+    """The tool each `tool/call` event of `seqs` names (`data.name`), null elsewhere:
+    what a query needs to tell an edit from a read (`types`: those events' types)."""
     import numpy as np
     import pyarrow as pa
 
     from .analysis.events import Coded
     from .reading.sequences import LogEvents
 
+    n = len(seqs)
     if isinstance(types, Coded):
         names = list(types.categories)
         if "tool/call" not in names:
@@ -601,10 +618,10 @@ def _tool_names(log: Any, types: Any, n: int) -> Any:
     tools = np.full(n, None, dtype=object)
     events = log.events
     read = events.raw if isinstance(events, LogEvents) else events.__getitem__  # unfrozen
-    for seq in calls:
-        data = read(seq).get("data")
+    for i in calls:
+        data = read(seqs.start + i).get("data")
         name = data.get("name") if isinstance(data, dict) else None
-        tools[seq] = _clean(name) if isinstance(name, str) else None
+        tools[i] = _clean(name) if isinstance(name, str) else None
     return pa.array(tools, type=pa.string())
 
 
@@ -695,9 +712,10 @@ class _SessionTables:
     problem: dict[str, Any] | None
 
 
-def _session_tables(ref: SessionRef) -> _SessionTables:
-    """Read one session into Arrow tables. Never raises: whatever goes wrong costs this
-    session only and is reported as its problem."""
+def _session_tables(ref: SessionRef, spill: _Spill) -> _SessionTables:
+    """Read one session into `spill` (its tables as the spill's batch numbers). Never
+    raises: whatever goes wrong costs this session only and is reported as its problem
+    (the events it had spilled are then never taken back)."""
     import pyarrow as pa
 
     from .analysis.source import LogData
@@ -708,9 +726,10 @@ def _session_tables(ref: SessionRef) -> _SessionTables:
         log, session_id, fmt, problems, created = _read_session(ref)
         box = [log]
         del log  # `_session_columns` holds the only reference
-        columns = _session_columns(ref, box, session_id, fmt, problems, created)
-        tables = {name: pa.Table.from_pydict(columns[name], schema=schema)
-                  for name, schema in schemas.items()}
+        columns, events = _session_columns(ref, box, session_id, fmt, problems, created,
+                                           spill)
+        tables = {name: pa.Table.from_pydict(columns[name], schema=schemas[name])
+                  for name in columns}
     except Exception as err:
         # One source's surprise (a reader's bug, data Arrow refuses) must not abort a build
         # of thousands: the session becomes a row with the error's type and text
@@ -719,10 +738,10 @@ def _session_tables(ref: SessionRef) -> _SessionTables:
         problems = [Problem("error", "session-unreadable",
                             text if len(text) <= 300 else f"{text[:300]}...", ref.path)]
         session_id = _clean(ref.session_id or ref.id or _unread_id(Path(ref.path)))
-        columns = _session_columns(ref, [LogData(session_id, [])], session_id, "surface",
-                                   problems, None)
-        tables = {name: pa.Table.from_pydict(columns[name], schema=schema)
-                  for name, schema in schemas.items()}
+        columns, events = _session_columns(ref, [LogData(session_id, [])], session_id,
+                                           "surface", problems, None, spill)
+        tables = {name: pa.Table.from_pydict(columns[name], schema=schemas[name])
+                  for name in columns}
     row = tables["sessions"].to_pylist()[0]
     problem = None
     if row["problem_code"]:
@@ -731,7 +750,7 @@ def _session_tables(ref: SessionRef) -> _SessionTables:
                    "problem": row["problem"], "line": row["problem_line"]}
     errors = sum(1 for p in problems if getattr(p, "severity", "error") == "error")
     return _SessionTables(row["session_id"], row["session_key"], errors, row["events"],
-                          tables, problem)
+                          {**spill.put(tables), "events": events}, problem)
 
 
 def _best(copies: list[_SessionTables]) -> _SessionTables:
@@ -754,21 +773,27 @@ class _Spill:
                          for name, schema in _schemas().items()}
         self._batches = dict.fromkeys(TABLES, 0)
 
-    def put(self, read: _SessionTables) -> _SessionTables:
-        """`read` with its tables written out, each replaced by its batch numbers."""
-        schemas = _schemas()
+    def batches(self, name: str) -> int:
+        """How many batches of table `name` are written so far."""
+        return self._batches[name]
+
+    def write(self, name: str, table: Any) -> None:
+        """Add `table` (of the held schema) to table `name`'s file, cast to the schema's
+        strings a row group at a time."""
+        schema = _schemas()[name]
+        for start in range(0, table.num_rows, ROW_GROUP):
+            for batch in table.slice(start, ROW_GROUP).cast(schema).to_batches():
+                self._writers[name].write_batch(batch)
+                self._batches[name] += 1
+
+    def put(self, tables: dict[str, Any]) -> dict[str, range]:
+        """Write out a session's `tables`; the batch numbers each took."""
         spilled = {}
-        for name in TABLES:
-            table = read.tables[name]
+        for name, table in tables.items():
             first = self._batches[name]
-            for start in range(0, table.num_rows, ROW_GROUP):
-                part = table.slice(start, ROW_GROUP).cast(schemas[name])
-                for batch in part.to_batches():
-                    self._writers[name].write_batch(batch)
-                    self._batches[name] += 1
+            self.write(name, table)
             spilled[name] = range(first, self._batches[name])
-        read.tables = spilled
-        return read
+        return spilled
 
     def close(self) -> None:
         for writer in self._writers.values():
@@ -804,7 +829,7 @@ def _task_tables(task: Task, spill: _Spill) -> tuple[list[_SessionTables],
     groups: dict[str, list[_SessionTables]] = {}
     try:
         for ref in task.sessions:
-            read = spill.put(_session_tables(ref))
+            read = _session_tables(ref, spill)
             groups.setdefault(read.session_id, []).append(read)
     finally:
         spill.close()

@@ -374,3 +374,28 @@ def test_the_tables_do_not_depend_on_the_task_size(logs: Path, serial: Path,
     one = tmp_path / "one"
     corpus.to_parquet(logs, one, task_mb=1000)  # a task a date, not many small ones
     assert _digests(one) == _digests(serial)
+
+
+def test_a_session_is_built_a_slice_of_events_at_a_time(
+        logs: Path, serial: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large session's events are never held whole: they are made and set aside a
+    slice (of at most a row group, whole lines) at a time, and the tables are the same."""
+    from surface_lab.analysis import events as event_module
+
+    sizes: list[int] = []
+    whole = event_module.event_arrays
+
+    def spy(log: Any, seqs: range | None = None) -> dict[str, Any]:
+        assert seqs is not None
+        lines = log.events.first_seqs
+        one_line = lines[lines.index(seqs.start) + 1] == seqs.stop
+        sizes.append(min(len(seqs), 50) if one_line else len(seqs))  # a row is one line
+        return whole(log, seqs)
+
+    monkeypatch.setattr(event_module, "event_arrays", spy)
+    monkeypatch.setattr(corpus, "ROW_GROUP", 50)
+    out = tmp_path / "sliced"
+    corpus.to_parquet(logs, out, task_mb=0.5)
+    total = corpus.Manifest.load(out).events
+    assert max(sizes) <= 50 and len(sizes) > total // 50
+    assert _digests(out) == _digests(serial)
