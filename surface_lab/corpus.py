@@ -531,6 +531,11 @@ def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
     if rep["seq"]:
         with gc_paused():  # many acyclic texts
             at_risk = facts_at_risk_by_replace(log)
+    # what the audit kept for its own later questions (its surface entries, brackets and
+    # ledger) is let go: nothing below asks them (memory: the evidence walk's work does
+    # not sit on top of the facts')
+    billed = log.cache.get("billed") or []
+    log.cache.clear()
     first = problems[0] if problems else None
     sessions = tables["sessions"]
     for column, value in (("session_id", session_id), ("session_key", key),
@@ -543,7 +548,7 @@ def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
                           ("problem_line", first.line if first else None)):
         sessions[column].append(value)
     _add_lost_evidence(tables["lost_evidence"], log, ids)
-    _add_requests(tables["requests"], log.cache.get("billed") or [], ids)
+    _add_requests(tables["requests"], billed, ids)
     del log
     replaces = tables["replaces"]
     for i, seq in enumerate(rep["seq"]):
@@ -856,6 +861,10 @@ def _sort_key(name: str) -> list[tuple[str, str]]:
 # groups for a query to open), a large one is written in groups of it (the writer holds
 # one group's pages, not the session's).
 ROW_GROUP = 1 << 16
+# ... and at most about this many bytes of Arrow data: the rows of a group are held
+# until it is written, so a task of many small sessions holds one group's bytes (a full
+# 64k-row group of short sessions' events was about 26 MB), whatever the task's size
+ROW_GROUP_BYTES = 1 << 23
 
 
 def _write_table(path: Path, name: str, tables: Iterable[Any]) -> int:
@@ -865,19 +874,36 @@ def _write_table(path: Path, name: str, tables: Iterable[Any]) -> int:
 
     rows = 0
     pending: list[Any] = []
-    held = 0
+    held = held_bytes = 0
     with pq.ParquetWriter(path, _schemas()[name], compression="zstd") as writer:
         for table in tables:
             rows += table.num_rows
             pending.append(table)
             held += table.num_rows
-            if held >= ROW_GROUP:
+            held_bytes += table.nbytes
+            if held >= ROW_GROUP or held_bytes >= ROW_GROUP_BYTES:
                 writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP)
-                pending, held = [], 0
+                pending, held, held_bytes = [], 0, 0
         if pending or not rows:
             writer.write_table(pa.concat_tables(pending) if pending
                                else _schemas()[name].empty_table())
     return rows
+
+
+@contextlib.contextmanager
+def _malloc_pool() -> Iterator[None]:
+    """Arrow allocates from the C library's malloc while a task runs, not from its default
+    pool (mimalloc here), which kept the pages of every row group it had written: 30 MB
+    after writing 12k events, and more as tasks grew. Arrays made before keep their own
+    pool; the default is back once the task is done."""
+    import pyarrow as pa
+
+    before = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(before)
 
 
 def write_chunk(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
@@ -894,7 +920,7 @@ def write_chunk(task: Task, out: str | os.PathLike[str]) -> dict[str, Any]:
     files = {}
     written: list[tuple[Path, Path]] = []
     try:
-        with tempfile.TemporaryDirectory(prefix="surface-lab-task-") as folder:
+        with _malloc_pool(), tempfile.TemporaryDirectory(prefix="surface-lab-task-") as folder:
             spill = _Spill(Path(folder))
             kept, duplicates = _task_tables(task, spill)
             for name in TABLES:
