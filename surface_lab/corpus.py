@@ -349,7 +349,9 @@ def _next_index(tasks: list[Task], date: str) -> int:
 # -- one task ----------------------------------------------------------------------------
 
 
+@functools.cache
 def _schemas() -> dict[str, Any]:
+    """Every table's Arrow schema (made once a process: read it, never change it)."""
     import pyarrow as pa
 
     text, integer, flag = pa.string(), pa.int64(), pa.bool_()
@@ -692,11 +694,12 @@ _KEYS = ("session_id", "session_key", "source")
 _HELD = (*_KEYS, "type", "surface_op", "role")
 
 
+@functools.cache
 def _held_schemas() -> dict[str, Any]:
     """`_schemas()` as a task holds its tables before writing (`_HELD`)."""
     import pyarrow as pa
 
-    schemas = _schemas()
+    schemas = dict(_schemas())
     events = schemas["events"]
     for name in _HELD:
         events = events.set(events.get_field_index(name),
@@ -721,7 +724,6 @@ def _session_tables(ref: SessionRef, spill: _Spill) -> _SessionTables:
     """Read one session into `spill` (its tables as the spill's batch numbers). Never
     raises: whatever goes wrong costs this session only and is reported as its problem
     (the events it had spilled are then never taken back)."""
-    import pyarrow as pa
 
     from .analysis.source import LogData
     from .problems import Problem
@@ -733,8 +735,7 @@ def _session_tables(ref: SessionRef, spill: _Spill) -> _SessionTables:
         del log  # `_session_columns` holds the only reference
         columns, events = _session_columns(ref, box, session_id, fmt, problems, created,
                                            spill)
-        tables = {name: pa.Table.from_pydict(columns[name], schema=schemas[name])
-                  for name in columns}
+        tables = {name: _table(columns[name], schemas[name]) for name in columns}
     except Exception as err:
         # One source's surprise (a reader's bug, data Arrow refuses) must not abort a build
         # of thousands: the session becomes a row with the error's type and text
@@ -745,9 +746,8 @@ def _session_tables(ref: SessionRef, spill: _Spill) -> _SessionTables:
         session_id = _clean(ref.session_id or ref.id or _unread_id(Path(ref.path)))
         columns, events = _session_columns(ref, [LogData(session_id, [])], session_id,
                                            "surface", problems, None, spill)
-        tables = {name: pa.Table.from_pydict(columns[name], schema=schemas[name])
-                  for name in columns}
-    row = tables["sessions"].to_pylist()[0]
+        tables = {name: _table(columns[name], schemas[name]) for name in columns}
+    row = {name: values[0] for name, values in columns["sessions"].items()}
     problem = None
     if row["problem_code"]:
         problem = {"session_id": row["session_id"], "session_key": row["session_key"],
@@ -756,6 +756,20 @@ def _session_tables(ref: SessionRef, spill: _Spill) -> _SessionTables:
     errors = sum(1 for p in problems if getattr(p, "severity", "error") == "error")
     return _SessionTables(row["session_id"], row["session_key"], errors, row["events"],
                           {**spill.put(tables), "events": events}, problem)
+
+
+def _table(columns: dict[str, list[Any]], schema: Any) -> Any:
+    """One session's rows of a table as Arrow (none: the schema's empty table, made once)."""
+    import pyarrow as pa
+
+    if not next(iter(columns.values())):
+        return _empty(schema)
+    return pa.Table.from_pydict(columns, schema=schema)
+
+
+@functools.cache
+def _empty(schema: Any) -> Any:
+    return schema.empty_table()
 
 
 def _best(copies: list[_SessionTables]) -> _SessionTables:
@@ -786,8 +800,10 @@ class _Spill:
         """Add `table` (of the held schema) to table `name`'s file, cast to the schema's
         strings a row group at a time."""
         schema = _schemas()[name]
+        held = table.schema.equals(schema)  # only the events hold codes (`_HELD`)
         for start in range(0, table.num_rows, ROW_GROUP):
-            for batch in table.slice(start, ROW_GROUP).cast(schema).to_batches():
+            part = table.slice(start, ROW_GROUP)
+            for batch in (part if held else part.cast(schema)).to_batches():
                 self._writers[name].write_batch(batch)
                 self._batches[name] += 1
 
@@ -818,11 +834,13 @@ class _Spill:
                     for i in k.tables[name]:
                         yield pa.Table.from_batches([spill.get_batch(i)], schema=schema)
                     continue
+                if not k.tables[name]:
+                    continue  # no rows (most sessions' mentions, say): nothing to read
                 table = pa.Table.from_batches([spill.get_batch(i) for i in k.tables[name]],
                                               schema=schema)
                 # each session sorted, the sessions in (session_id, session_key) order and
                 # the sort stable: the task's table sorted whole
-                yield table.sort_by(_sort_key(name))
+                yield table.sort_by(_sort_key(name)) if table.num_rows > 1 else table
 
 
 def _task_tables(task: Task, spill: _Spill) -> tuple[list[_SessionTables],
