@@ -532,9 +532,9 @@ def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
     if rep["seq"]:
         with gc_paused():  # many acyclic texts
             at_risk = facts_at_risk_by_replace(log)
-    # what the audit kept for its own later questions (its surface entries, brackets and
-    # ledger) is let go: nothing below asks them (memory: the evidence walk's work does
-    # not sit on top of the facts')
+    # the evidence walk reads again only the texts the facts did not decode; then what
+    # the audit kept for its own later questions (texts, brackets, ledger) is let go
+    _add_lost_evidence(tables["lost_evidence"], log, ids)
     billed = log.cache.get("billed") or []
     log.cache.clear()
     first = problems[0] if problems else None
@@ -548,7 +548,6 @@ def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
                           ("problem", _clean(str(first)) if first else None),
                           ("problem_line", first.line if first else None)):
         sessions[column].append(value)
-    _add_lost_evidence(tables["lost_evidence"], log, ids)
     _add_requests(tables["requests"], billed, ids)
     del log
     replaces = tables["replaces"]
@@ -681,7 +680,12 @@ def _add_lost_evidence(table: dict[str, Any], log: Any, ids: dict[str, str]) -> 
     the agent needed what it hid (`surface_lab.analysis.evidence`)."""
     from .analysis.evidence import find_lost_evidence
 
-    for found in find_lost_evidence(log.events, log.plans) if log.fold.replacements else []:
+    if not log.fold.replacements:
+        return
+    # the texts and sources the facts decoded (`LogData.texts`), as the walk takes them
+    known = {"texts": log.cache["texts"], "sources": log.cache.get("sources")} if (
+        "texts" in log.cache) else {}
+    for found in find_lost_evidence(log.events, log.plans, **known):
         for column in table:
             table[column].append(ids[column] if column in _KEYS else getattr(found, column))
 
