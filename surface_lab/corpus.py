@@ -507,7 +507,7 @@ def session_key(source: str, session_id: str) -> str:
 
 def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
                      problems: list[Any], created: int | None,
-                     spill: _Spill) -> tuple[dict[str, dict[str, Any]], list[Any]]:
+                     spill: _Spill, rules: Any) -> tuple[dict[str, dict[str, Any]], list[Any]]:
     """Every table's columns for one session but the events, and the spill's parts of
     its events (all the fallible work, before any row is added to a task's tables)."""
     log = box.pop()  # the only reference: the log is let go once its tables are made
@@ -531,7 +531,7 @@ def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
     at_risk: dict[int, list[str]] = {}
     if rep["seq"]:
         with gc_paused():  # many acyclic texts
-            at_risk = facts_at_risk_by_replace(log)
+            at_risk = facts_at_risk_by_replace(log, rules)
     # the evidence walk reads again only the texts the facts did not decode; then what
     # the audit kept for its own later questions (texts, brackets, ledger) is let go
     _add_lost_evidence(tables["lost_evidence"], log, ids)
@@ -573,6 +573,20 @@ def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
             for column, value in (*ids.items(), ("replace_seq", seq), ("ident", ident)):
                 tables["mentions"][column].append(value)
     return tables, events
+
+
+def _task_rules() -> Any:
+    """The default fact rules, as a copy of their own for one task: the rules remember
+    texts they stripped and words they matched (up to 65k of each, kept from every
+    session that used them), which in a build of thousands of sessions made the peak
+    grow with the corpus; a copy's memos go with its task (a copy for each session
+    cost a fifth more time, the memo no longer shared by its task's sessions). The same
+    rules, the same facts."""
+    import dataclasses
+
+    from .analysis.facts import DEFAULT_RULES
+
+    return dataclasses.replace(DEFAULT_RULES)
 
 
 def _event_slice(log: Any, seqs: range, ids: dict[str, str]) -> Any:
@@ -723,7 +737,7 @@ class _SessionTables:
     problem: dict[str, Any] | None
 
 
-def _session_tables(ref: SessionRef, spill: _Spill) -> _SessionTables:
+def _session_tables(ref: SessionRef, spill: _Spill, rules: Any) -> _SessionTables:
     """Read one session into `spill` (its tables as the spill's parts). Never
     raises: whatever goes wrong costs this session only and is reported as its problem
     (the events it had spilled are then never taken back)."""
@@ -737,7 +751,7 @@ def _session_tables(ref: SessionRef, spill: _Spill) -> _SessionTables:
         box = [log]
         del log  # `_session_columns` holds the only reference
         columns, events = _session_columns(ref, box, session_id, fmt, problems, created,
-                                           spill)
+                                           spill, rules)
         tables = {name: _table(columns[name], schemas[name]) for name in columns}
     except Exception as err:
         # One source's surprise (a reader's bug, data Arrow refuses) must not abort a build
@@ -748,7 +762,7 @@ def _session_tables(ref: SessionRef, spill: _Spill) -> _SessionTables:
                             text if len(text) <= 300 else f"{text[:300]}...", ref.path)]
         session_id = _clean(ref.session_id or ref.id or _unread_id(Path(ref.path)))
         columns, events = _session_columns(ref, [LogData(session_id, [])], session_id,
-                                           "surface", problems, None, spill)
+                                           "surface", problems, None, spill, rules)
         tables = {name: _table(columns[name], schemas[name]) for name in columns}
     row = {name: values[0] for name, values in columns["sessions"].items()}
     problem = None
@@ -865,9 +879,10 @@ def _task_tables(task: Task, spill: _Spill) -> tuple[list[_SessionTables],
     kept: list[_SessionTables] = []
     duplicates: list[dict[str, Any]] = []
     groups: dict[str, list[_SessionTables]] = {}
+    rules = _task_rules()
     try:
         for ref in task.sessions:
-            read = _session_tables(ref, spill)
+            read = _session_tables(ref, spill, rules)
             groups.setdefault(read.session_id, []).append(read)
     finally:
         spill.close()
