@@ -379,3 +379,50 @@ def test_the_tables_do_not_depend_on_the_task_size(logs: Path, serial: Path,
     one = tmp_path / "one"
     corpus.to_parquet(logs, one, task_mb=1000)  # a task a date, not many small ones
     assert _digests(one) == _digests(serial)
+
+
+def test_a_session_is_built_a_slice_of_events_at_a_time(
+        logs: Path, serial: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large session's events are never held whole: they are made and set aside a
+    slice (of at most a row group, whole lines) at a time, and the tables are the same."""
+    from surface_lab.analysis import events as event_module
+
+    sizes: list[int] = []
+    whole = event_module.event_arrays
+
+    def spy(log: Any, seqs: range | None = None) -> dict[str, Any]:
+        assert seqs is not None
+        lines = log.events.first_seqs
+        one_line = lines[lines.index(seqs.start) + 1] == seqs.stop
+        sizes.append(min(len(seqs), 50) if one_line else len(seqs))  # a row is one line
+        return whole(log, seqs)
+
+    monkeypatch.setattr(event_module, "event_arrays", spy)
+    monkeypatch.setattr(corpus, "ROW_GROUP", 50)
+    out = tmp_path / "sliced"
+    corpus.to_parquet(logs, out, task_mb=0.5)
+    total = corpus.Manifest.load(out).events
+    assert max(sizes) <= 50 and len(sizes) > total // 50
+    assert _digests(out) == _digests(serial)
+
+
+@pytest.mark.parametrize("held", [0, 1 << 40])
+def test_the_tables_do_not_depend_on_what_the_spill_keeps_in_memory(
+        logs: Path, serial: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        held: int) -> None:
+    """Every batch through the spill's file, or none: the same tables."""
+    monkeypatch.setattr(corpus, "SPILL_HELD_BYTES", held)
+    out = tmp_path / "out"
+    corpus.to_parquet(logs, out, task_mb=0.5)
+    assert _digests(out) == _digests(serial)
+
+
+def test_a_build_leaves_the_default_rules_memos_alone(logs: Path, tmp_path: Path) -> None:
+    """Each task audits with its own copy of the rules, so what they remember of the
+    texts they stripped goes with the task, not into the process for the next ones."""
+    from surface_lab.analysis.facts import DEFAULT_RULES
+
+    before = dict(DEFAULT_RULES.__dict__.get("_stripped", {}))
+    manifest = corpus.to_parquet(logs, tmp_path / "out", task_mb=0.5)
+    assert manifest.tables["mentions"] and sum(f["rows"] for f in manifest.tables["mentions"])
+    assert DEFAULT_RULES.__dict__.get("_stripped", {}) == before

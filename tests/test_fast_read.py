@@ -7,6 +7,7 @@ import random
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -309,3 +310,27 @@ def test_message_texts_of_blocks_the_types_refuse(tmp_path: Path) -> None:
     assert log.events.message_texts([1]) == [(message_text(log.events[1]),
                                                {"kind": "user"})] == [("What is a surface?",
                                                                        {"kind": "user"})]
+
+
+@pytest.mark.parametrize("name", ["long-compaction", "tools-parallel", "chat"])
+@pytest.mark.parametrize("size", [1, 7, 10_000])
+def test_event_arrays_of_slices_add_up_to_the_whole(name: str, size: int) -> None:
+    """`event_arrays(log, seqs)` over `event_slices` gives the whole log's columns, for a
+    fast-read log (slices of whole lines: a packed row is never split) and parsed events."""
+    from surface_lab.analysis.events import event_arrays, event_slices
+
+    fast = load_source(read_log(SAMPLES / f"{name}.jsonl"))
+    parsed = load_source(list(fast.events))
+    for log in (fast, parsed):
+        slices = event_slices(log, size)
+        assert [s.start for s in slices[1:]] == [s.stop for s in slices[:-1]]
+        assert slices[0].start == 0 and slices[-1].stop == len(log.events)
+        whole = {k: _values(v) for k, v in event_arrays(log).items()}
+        parts = [event_arrays(log, s) for s in slices]
+        assert whole == {k: [x for p in parts for x in _values(p[k])] for k in whole}
+
+
+def _values(column: Any) -> list[Any]:
+    from surface_lab.analysis.events import _as_list
+
+    return [list(v) if isinstance(v, list) else v for v in _as_list(column)]

@@ -3,6 +3,7 @@ the corpus's `events` table holds, computed once here (numpy arrays, built lazil
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -15,7 +16,7 @@ from ..reading.sequences import LogEvents
 from .source import LogData
 
 __all__ = ["OPS", "PREVIEW", "ROLES", "Coded", "Masked", "event_arrays", "event_columns",
-           "message_fields"]
+           "event_slices", "message_fields"]
 
 PREVIEW = 200  # characters of a message's text a row shows
 ROLES = ("system", "user", "assistant")
@@ -70,37 +71,72 @@ def _surface_fields(event: Event) -> _SurfaceFields:
         chars, tokens)
 
 
-def event_arrays(log: LogData) -> dict[str, Any]:
+def event_arrays(log: LogData, seqs: range | None = None) -> dict[str, Any]:
     """The `events_df` columns, one way for every source: envelope columns in one pass
     (straight from the file's lines when the fast reader kept them packed), message
     fields from the surface events alone, visibility from the fold. Arrays, `Masked`
-    integers and `Coded` categories: the frame and the corpus type them their way."""
+    integers and `Coded` categories: the frame and the corpus type them their way.
+    With `seqs` (one of `event_slices`), the rows of those events only: the corpus
+    builds a large session's columns a slice at a time, never all at once."""
     with gc_paused():  # the per-event fields are dropped before the collector is back
-        return _arrays_of(log)
+        return _arrays_of(log, seqs)
 
 
-def _arrays_of(log: LogData) -> dict[str, Any]:
+def event_slices(log: LogData, size: int) -> list[range]:
+    """The log's seqs in consecutive ranges of about `size` events (at least one line
+    each: a packed row's members are never split), for `event_arrays(log, seqs)`."""
+    events = log.events
+    if not isinstance(events, LogEvents):
+        return [range(a, min(a + size, len(events))) for a in range(0, len(events), size)]
+    import bisect
+
+    first_seqs = events.first_seqs
+    cuts, line, last = [0], 0, len(first_seqs) - 1
+    while line < last:
+        line = max(bisect.bisect_right(first_seqs, first_seqs[line] + size, line,
+                                       last + 1) - 1, line + 1)
+        cuts.append(line)
+    return [range(first_seqs[a], first_seqs[b]) for a, b in itertools.pairwise(cuts)]
+
+
+def _line_of(first_seqs: list[int], seq: int) -> int:
+    import bisect
+
+    line = bisect.bisect_left(first_seqs, seq)
+    if line == len(first_seqs) or first_seqs[line] != seq:
+        raise ValueError(f"seq {seq} does not start a line (use event_slices' ranges)")
+    return line
+
+
+def _arrays_of(log: LogData, seqs: range | None) -> dict[str, Any]:
     import numpy as np
 
     events = log.events
-    n = len(events)
+    a, b = (0, len(events)) if seqs is None else (seqs.start, seqs.stop)
+    n = b - a
     if isinstance(events, LogEvents):
-        envelope = events.columns(on_surface=_surface_fields)
-        types: Any = Coded(np.frombuffer(events.type_codes, dtype="uint8").astype("int16"),
-                           TYPE_NAMES)
+        first_seqs = events.first_seqs
+        k0, k1 = 0, len(first_seqs) - 1
+        if seqs is not None:  # whole lines (`event_slices`)
+            k0, k1 = _line_of(first_seqs, a), _line_of(first_seqs, b)
+        envelope = events.columns(on_surface=_surface_fields,
+                                  lines=(k0, k1) if seqs is not None else None)
+        types: Any = Coded(np.frombuffer(events.type_codes, dtype="uint8",
+                                         count=n, offset=a).astype("int16"), TYPE_NAMES)
         line = Masked(
-            np.repeat(np.arange(2, len(events.first_seqs) + 1, dtype="int64"),
-                      np.diff(np.array(events.first_seqs, dtype="int64"))),
+            np.repeat(np.arange(k0 + 2, k1 + 2, dtype="int64"),
+                      np.diff(np.array(first_seqs[k0 : k1 + 1], dtype="int64"))),
             np.zeros(n, dtype=bool))
     else:
-        envelope = columns_of(events, _surface_fields)
-        types = [e["type"] for e in events]  # unknown types become categories too
-        known = min(n, len(log.lines))
+        part = events if seqs is None else events[a:b]
+        envelope = columns_of(part, _surface_fields)
+        types = [e["type"] for e in part]  # unknown types become categories too
+        known = max(0, min(b, len(log.lines)) - a)
         lines = np.zeros(n, dtype="int64")
-        lines[:known] = np.array(list(log.lines[:known]), dtype="int64")
+        lines[:known] = np.array(list(log.lines[a : a + known]), dtype="int64")
         line = Masked(lines, np.arange(n) >= known)
     cols: dict[str, Any] = {
-        "seq": np.arange(n, dtype="int64"),
+        "seq": np.arange(a, b, dtype="int64"),
         "type": types,
         "time": envelope.time,
         "ts": envelope.time,
@@ -108,7 +144,7 @@ def _arrays_of(log: LogData) -> dict[str, Any]:
         "step": Masked(envelope.step, envelope.step_missing),
         "line": line,
     }
-    at = np.fromiter(envelope.surface, dtype="int64", count=len(envelope.surface))
+    at = np.fromiter(envelope.surface, dtype="int64", count=len(envelope.surface)) - a
     fields = list(envelope.surface.values())
     ops = np.full(n, -1, dtype="int8")
     ops[at] = [-1 if f.op is None else OPS.index(f.op) for f in fields]
@@ -133,12 +169,16 @@ def _arrays_of(log: LogData) -> dict[str, Any]:
     is_message = np.zeros(n, dtype=bool)
     is_message[at] = True
     on_surface = np.zeros(n, dtype=bool)
-    on_surface[np.array(log.fold.nodes, dtype="int64")] = True
+    nodes = np.array(log.fold.nodes, dtype="int64")
+    on_surface[nodes[(nodes >= a) & (nodes < b)] - a] = True
     shadowed_by = np.zeros(n, dtype="int64")
     shadowed = np.zeros(n, dtype=bool)
     for r in log.fold.replacements:
-        shadowed_by[r.shadowed_seqs] = r.seq
-        shadowed[r.shadowed_seqs] = True
+        hidden = np.asarray(r.shadowed_seqs, dtype="int64")
+        if seqs is not None:
+            hidden = hidden[(hidden >= a) & (hidden < b)] - a
+        shadowed_by[hidden] = r.seq
+        shadowed[hidden] = True
     cols.update({
         "surface_op": Coded(ops, OPS),
         "replace_start": Masked(starts, ~has_range),

@@ -93,21 +93,25 @@ class _ColumnLists:
 
 
 def event_columns(data: bytes, r: Records, n: int,
-                  on_surface: Callable[[Event], Any] | None = None) -> EventColumns:
+                  on_surface: Callable[[Event], Any] | None = None,
+                  lines: tuple[int, int] | None = None) -> EventColumns:
     """The envelope columns of the `n` events of a log's lines (`r`, in `data`), from one
     pass over the lines; with `on_surface`, also its answer for each surface event
-    (given its type, seq, data, surfaceOp and sourceEventSeqs), by seq, in `.surface`."""
+    (given its type, seq, data, surfaceOp and sourceEventSeqs), by seq, in `.surface`.
+    With `lines` (first line, line after the last), the columns of those lines' events
+    alone (`n` is then their count; `.surface` keeps the log's seqs)."""
     import numpy as np
 
+    start, stop = lines if lines is not None else (0, len(r.codes))
     lists = _ColumnLists([], [], [], [], [], [], [], [], {})
     view = memoryview(data)
     with gc_paused():
-        for first, end in stretches(r.starts):
-            lines = _COLUMN_DECODER.decode_lines(view[r.starts[first] : r.starts[end]])
-            _collect(lists, lines, r.codes[first:end], r.first_seq[first:end],
+        for first, end in stretches(r.starts, start, stop):
+            decoded = _COLUMN_DECODER.decode_lines(view[r.starts[first] : r.starts[end]])
+            _collect(lists, decoded, r.codes[first:end], r.first_seq[first:end],
                      on_surface)
-    line_seqs = np.array(r.first_seq, dtype=np.int64)
-    is_row = np.frombuffer(r.codes, dtype=np.uint8) == ROW
+    line_seqs = np.array(r.first_seq[start : stop + 1], dtype=np.int64) - r.first_seq[start]
+    is_row = np.frombuffer(r.codes[start:stop], dtype=np.uint8) == ROW
     members = np.diff(line_seqs)[is_row]
     in_row = np.ones(n, dtype=bool)
     in_row[line_seqs[:-1][~is_row]] = False

@@ -48,10 +48,11 @@ class Records:
 
 
 
-def stretches(starts: list[int]) -> Iterator[tuple[int, int]]:
-    """The lines in stretches of about `STRETCH_BYTES` (at least one line each), as
-    (first line, line after the last)."""
-    first, last = 0, len(starts) - 1
+def stretches(starts: list[int], first: int = 0,
+              last: int | None = None) -> Iterator[tuple[int, int]]:
+    """The lines (from `first` to before `last`, by default all) in stretches of about
+    `STRETCH_BYTES` (at least one line each), as (first line, line after the last)."""
+    last = len(starts) - 1 if last is None else last
     while first < last:
         end = max(bisect_right(starts, starts[first] + STRETCH_BYTES, first, last),
                   first + 1)

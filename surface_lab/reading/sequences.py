@@ -132,11 +132,17 @@ class LogEvents(ReadOnlySequence[Event]):
     def types(self) -> list[str]:
         return [TYPE_NAMES[c] for c in self.type_codes]
 
-    def columns(self, on_surface: Callable[[Event], Any] | None = None) -> EventColumns:
+    def columns(self, on_surface: Callable[[Event], Any] | None = None,
+                lines: tuple[int, int] | None = None) -> EventColumns:
         """The envelope columns of every event, from one pass over the lines; with
         `on_surface`, also its answer for each surface event (given its type, seq, data,
-        surfaceOp and sourceEventSeqs), by seq, in `.surface`."""
-        return event_columns(self._data, self._records, len(self), on_surface)
+        surfaceOp and sourceEventSeqs), by seq, in `.surface`. With `lines` (first line
+        after the header, line after the last, counted from 0), those lines' events only."""
+        if lines is None:
+            return event_columns(self._data, self._records, len(self), on_surface)
+        first_seq = self._records.first_seq
+        return event_columns(self._data, self._records,
+                             first_seq[lines[1]] - first_seq[lines[0]], on_surface, lines)
 
     @property
     def times(self) -> list[int]:
