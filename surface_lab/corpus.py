@@ -43,6 +43,7 @@ SCHEMA_VERSION = 4  # 2: session_key and source in every table; 3: lost_evidence
 TABLES = ("sessions", "events", "replaces", "replace_members", "mentions", "lost_evidence",
           "requests")
 MANIFEST = "manifest.json"
+LOCK = ".build.lock"  # held by the build writing the folder (see _build_lock)
 
 
 @dataclass(frozen=True)
@@ -1207,6 +1208,38 @@ def to_parquet(sources: Iterable[str | os.PathLike[str]] | str | os.PathLike[str
                               f"{', '.join(LOG_SUFFIXES)} files, SQLite databases and other "
                               f"agents' logs); nothing written", code="corpus-empty")
     root.mkdir(parents=True, exist_ok=True)
+    with _build_lock(root):
+        return _build(root, tasks, previous, before, engine, client, workers, progress)
+
+
+@contextlib.contextmanager
+def _build_lock(root: Path) -> Iterator[None]:
+    """One build at a time into `root`: a second would delete the first's files in
+    progress. An advisory lock on `root/.build.lock` (POSIX `flock`, released by the
+    system when the build's process dies, so a killed build never leaves it held)."""
+    try:
+        import fcntl
+    except ImportError:  # no flock here (Windows): builds are not serialised
+        yield
+        return
+    with open(root / LOCK, "a+b") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise SurfaceLabError(f"{root}: another corpus build is writing this folder; "
+                                  f"nothing written (run one build at a time, or give "
+                                  f"another output folder)", code="corpus-busy",
+                                  path=str(root)) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build(root: Path, tasks: list[Task], previous: Manifest | None,
+           before: dict[str, list[SessionRef]], engine: str, client: Any,
+           workers: int | None, progress: bool) -> Manifest:
+    """`to_parquet` once the plan is made and the folder is this build's alone."""
     for stale in root.rglob(".part-*.tmp-*"):
         stale.unlink()
     # the previous manifest stays the commit point until this build's replaces it: its

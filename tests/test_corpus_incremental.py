@@ -194,6 +194,37 @@ def test_a_build_killed_midway_leaves_the_earlier_dataset(logs: Path, pool: Path
     assert _files(out) == _fresh(logs, tmp_path)
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="the build lock is POSIX flock")
+def test_a_second_build_into_the_same_folder_is_refused_while_one_runs(
+        logs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    script = (
+        "import sys, time\n"
+        "from surface_lab import corpus\n"
+        "original = corpus.write_chunk\n"
+        "def slow(task, out):\n"
+        "    print('writing', flush=True)\n"
+        "    time.sleep(120)\n"
+        "    return original(task, out)\n"
+        "corpus.write_chunk = slow\n"
+        f"corpus.to_parquet(sys.argv[1], sys.argv[2], task_mb={TASK_MB})\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    build = subprocess.Popen([sys.executable, "-c", script, str(logs), str(out)],
+                             stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert build.stdout is not None
+        assert build.stdout.readline() == "writing\n"  # the first build holds the folder
+        with pytest.raises(SurfaceLabError, match="another corpus build") as refused:
+            corpus.to_parquet(logs, out, task_mb=TASK_MB)
+        assert refused.value.code == "corpus-busy"
+        assert build.poll() is None  # and the first build goes on
+    finally:
+        build.send_signal(signal.SIGKILL)
+        build.wait()
+    # the kill released the lock: the next build runs
+    assert corpus.to_parquet(logs, out, task_mb=TASK_MB).sessions > 0
+
+
 def test_a_missing_source_leaves_the_dataset_alone(logs: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     corpus.to_parquet(logs, out, task_mb=TASK_MB)
