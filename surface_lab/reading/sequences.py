@@ -219,10 +219,19 @@ class LogEvents(ReadOnlySequence[Event]):
     def line_views(self, seqs: Sequence[int]) -> list[memoryview | None]:
         """`line_view` of each of these seqs, their lines found in one vectorised pass
         (for a reader that takes many)."""
+        _, begins, ends = self.line_spans(seqs)
+        view = memoryview(self._data)
+        return [None if begin < 0 else view[begin:end]
+                for begin, end in zip(begins, ends, strict=True)]
+
+    def line_spans(self, seqs: Sequence[int]) -> tuple[bytes, list[int], list[int]]:
+        """The file's bytes and where each of these seqs' lines begins and ends in them
+        (begin -1: a packed row's member), found in one vectorised pass: for a reader
+        that searches many lines before it decodes a few."""
         import numpy as np
 
-        if not seqs:
-            return []
+        if not len(seqs):
+            return self._data, [], []
         records = self._records
         arrays = self._line_arrays
         if arrays is None or len(arrays[0]) != len(records.first_seq):  # (still reading)
@@ -232,10 +241,8 @@ class LogEvents(ReadOnlySequence[Event]):
                 np.frombuffer(bytes(records.codes), dtype=np.uint8))
         first_seq, starts, codes = arrays
         found = np.searchsorted(first_seq, np.asarray(seqs, dtype=np.int64), side="right") - 1
-        view = memoryview(self._data)
-        return [None if row else view[begin:end] for begin, end, row in zip(
-            starts[found].tolist(), (starts[found + 1] - 1).tolist(),
-            (codes[found] == ROW).tolist(), strict=True)]
+        begins = np.where(codes[found] == ROW, -1, starts[found])
+        return self._data, begins.tolist(), (starts[found + 1] - 1).tolist()
 
     def lookup(self, seq: int) -> Mapping[str, Any] | None:
         """`raw(seq)`, or None outside the log: the planner's lookup, which reads data."""
