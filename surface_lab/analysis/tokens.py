@@ -651,37 +651,26 @@ def path_request_columns(events: Sequence[Event], plans: Sequence[Plan], *,
             groups[key][1] = seq
         else:
             groups[key] = [seq, seq, size, total, count]
-    out = RequestColumns([], [], [], [], [], [], [], [], [] if tokenizer is not None else None,
-                         [], [], [], [], [])
-    usages = _usages(events, [g[1] for g in groups.values()], units, types)
-    for (first, last, entries_before, est, cnt), (recorded, source) in zip(
-            groups.values(), usages, strict=True):
-        head, tail = units[first], units[last]
-        model = tail.source.get("model")
-        input_total = (recorded["input"] + recorded.get("cache_read", 0)
-                       + recorded.get("cache_write", 0)) if "input" in recorded else None
-        if input_total is not None:
-            best, best_source = input_total, "usage"
-        elif tokenizer is not None:
-            best, best_source = cnt, "tokenizer"
-        else:
-            best, best_source = est, "estimate"
-        out.seq.append(first)
-        out.last_seq.append(last)
-        out.turn.append(head.turn)
-        out.step.append(head.step)
-        out.request_id.append(_request_id(tail.source, head.turn, head.step, first))
-        out.model.append(model if isinstance(model, str) else None)
-        out.surface_entries.append(entries_before)
-        out.estimated.append(est)
-        if out.counted is not None:
-            out.counted.append(cnt)
-        out.recorded.append(recorded)
-        out.usage_source.append(source)
-        out.input_total.append(input_total)
-        out.input_tokens.append(best)
-        out.input_source.append(best_source)
-    return out
+    rows = list(groups.values())
+    usages = _usages(events, [g[1] for g in rows], units, types)
+    recorded = [u[0] for u in usages]
+    heads = [units[g[0]] for g in rows]
+    tails = [units[g[1]].source for g in rows]
+    totals = [r["input"] + r.get("cache_read", 0) + r.get("cache_write", 0)
+              if "input" in r else None for r in recorded]
+    best = [(total, "usage") if total is not None else
+            (g[4], "tokenizer") if tokenizer is not None else (g[3], "estimate")
+            for total, g in zip(totals, rows, strict=True)]
+    models = [source.get("model") for source in tails]
+    return RequestColumns(
+        [g[0] for g in rows], [g[1] for g in rows], [h.turn for h in heads],
+        [h.step for h in heads],
+        [_request_id(source, h.turn, h.step, g[0])
+         for source, h, g in zip(tails, heads, rows, strict=True)],
+        [m if isinstance(m, str) else None for m in models], [g[2] for g in rows],
+        [g[3] for g in rows], [g[4] for g in rows] if tokenizer is not None else None,
+        recorded, [u[1] for u in usages], totals, [b[0] for b in best],
+        [b[1] for b in best])
 
 
 @dataclass(frozen=True, slots=True)
