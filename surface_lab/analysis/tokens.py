@@ -16,7 +16,7 @@ import msgspec
 
 from ..events import Event, mapping_at
 from ..jsonvalue import MAX_SAFE_INTEGER, as_int
-from ..messages import blocks_text, message_text, text_tokens
+from ..messages import blocks_chars, blocks_text, message_text, text_tokens
 from ..reading.lines import TYPE_NAMES
 from ..reading.sequences import LogEvents
 from ..surface import APPEND, LOG_ONLY, REPLACE, Plan, PlanList
@@ -293,13 +293,13 @@ class _Unit(NamedTuple):  # a tuple: one is built per assistant message
     usage: Any
     source: Mapping[str, Any]
     cited: Any
-    text: str  # message_text of the message
+    content: Any  # its typed blocks (None: none), or its text if read whole (`_text_of`)
 
 
 def _unit(events: Sequence[Event], seq: int, view: memoryview | None) -> _Unit:
-    """An assistant message's turn, step, usage, model source and cited seqs: decoded
-    from its line `view` alone where the reader kept the log packed, else read from
-    memory."""
+    """An assistant message's turn, step, usage, model source, cited seqs and content:
+    decoded from its line `view` alone where the reader kept the log packed, else read
+    from memory."""
     if view is not None:
         try:
             line = _REPLY.decode(view)
@@ -312,12 +312,22 @@ def _unit(events: Sequence[Event], seq: int, view: memoryview | None) -> _Unit:
             return _Unit(as_int(typed.turn), as_int(typed.step), typed.usage,
                          source if isinstance(source, _MAPPINGS) else {},
                          line.sourceEventSeqs,
-                         blocks_text(message.content) if message is not None else "")
+                         message.content if message is not None else None)
     event = events.raw(seq) if isinstance(events, LogEvents) else events[seq]
     data = mapping_at(event, "data")
     return _Unit(as_int(data.get("turn")), as_int(data.get("step")), data.get("usage"),
                  mapping_at(mapping_at(data, "message"), "source"),
                  event.get("sourceEventSeqs"), message_text(event))
+
+
+def _text_of(content: Any) -> str:
+    """`message_text` of a message whose content is `content` (`_Unit.content`)."""
+    return content if type(content) is str else blocks_text(content)
+
+
+def _chars_of(content: Any) -> int:
+    """`len(_text_of(content))`, the text not built."""
+    return len(content) if type(content) is str else blocks_chars(content)
 
 
 _CODES = {name: k for k, name in enumerate(TYPE_NAMES)}
@@ -353,9 +363,10 @@ _TEXT = msgspec.json.Decoder(_TextLine)
 _NESTED = frozenset({"assistant/message", "tool/result"})  # `data.message` (message_of)
 
 
-def _entry_text(events: Sequence[Event], seq: int, view: memoryview | None) -> str:
-    """`message_text` of the event `seq`: decoded from its line `view` alone where the
-    reader kept the log packed (a line the types do not take is read whole)."""
+def _entry_content(events: Sequence[Event], seq: int, view: memoryview | None) -> Any:
+    """The content of the event `seq`'s message as `_Unit.content` holds it: its typed
+    blocks, decoded from its line `view` alone where the reader kept the log packed, or
+    its `message_text` where the line is read whole (one the types do not take)."""
     if view is None:
         return message_text(events.raw(seq) if isinstance(events, LogEvents) else events[seq])
     try:
@@ -364,10 +375,10 @@ def _entry_text(events: Sequence[Event], seq: int, view: memoryview | None) -> s
         return message_text(events.raw(seq) if isinstance(events, LogEvents) else events[seq])
     data = line.data
     if data is None:
-        return ""
+        return None
     if line.type in _NESTED:
-        return "" if data.message is None else blocks_text(data.message.content)
-    return blocks_text(data.content)
+        return None if data.message is None else data.message.content
+    return data.content
 
 
 _DIGITS_AND_COMMAS = b"0123456789,"
@@ -609,12 +620,14 @@ def path_request_columns(events: Sequence[Event], plans: Sequence[Plan], *,
                                      strict=True):
         if is_message:  # an assistant message: read for its request too
             unit = units[seq] = _unit(events, seq, view)
-            text = unit.text
+            content = unit.content
         else:
-            text = _entry_text(events, seq, view)
-        chars.append(len(text))
-        if texts is not None:
-            texts.append(text)
+            content = _entry_content(events, seq, view)
+        if texts is None:  # the estimate needs only the length
+            chars.append(_chars_of(content))
+        else:
+            texts.append(text := _text_of(content))
+            chars.append(len(text))
     n = len(entries)
     estimate = 4 + (np.array(chars, dtype=np.int64) + 3) // 4  # `text_tokens`
     counts = (np.array([_MESSAGE_OVERHEAD + int(tokenizer(t)) for t in texts],
