@@ -444,7 +444,7 @@ def _first_usage(events: Sequence[Event], chunks: Iterable[tuple[int, memoryview
 
 
 def _as_recorded(usage: Any, source: str | None) -> tuple[dict[str, int], str | None]:
-    if not isinstance(usage, _MAPPINGS):
+    if usage is None or not isinstance(usage, _MAPPINGS):
         return {}, None
     out = _figures(usage)
     return out, source if out else None
@@ -477,7 +477,9 @@ def _cited_tail(cited: Any) -> tuple[list[Any], bool]:
     pieces between commas are plain digits, they are its last elements (a comma inside
     a string or a nested value would leave a quote or a bracket in a later piece)."""
     if type(cited) is msgspec.Raw:
-        end = bytes(memoryview(cited)[-_TAIL_BYTES:])
+        # (copying a short array costs less than slicing a view of it)
+        end = bytes(cited) if len(cited) <= _TAIL_BYTES else bytes(
+            memoryview(cited)[-_TAIL_BYTES:])
         pieces = end.rsplit(b",", _TAIL)
         if len(pieces) > _TAIL and end[-1:] == b"]":
             del pieces[0]  # (what comes before them, cut anywhere)
@@ -498,46 +500,57 @@ def _usages(events: Sequence[Event], seqs: list[int], units: Mapping[int, _Unit]
     """`_usage_of` of each of these messages: the lines of the chunks among the last
     few seqs each cites found in one pass and searched for a usage in place (only a
     line that may hold one is decoded), the rest (should its usage be further back)
-    one at a time."""
+    one at a time. (Written out inline: it runs once per request.)"""
+    chunk_code = _CHUNK_CODE
     tails = []
     ahead: list[int] = []
     for seq in seqs:
         unit = units[seq]
-        if isinstance(unit.usage, _MAPPINGS):
-            tails.append((0, False))
+        usage = unit.usage
+        if usage is not None and isinstance(usage, _MAPPINGS):
+            tails.append((unit, -1, False))
             continue
         cited, more = _cited_tail(unit.cited)
-        near = _chunks_of(seq, cited, types)
-        tails.append((len(near), more))
+        near = [s for s in cited  # (`_chunks_of`)
+                if isinstance(s, int) and 0 <= s < seq and types[s] == chunk_code]
+        tails.append((unit, len(near), more))
         ahead += near
-    if isinstance(events, LogEvents):
+    packed = isinstance(events, LogEvents)
+    if packed:
         data, begins, ends = events.line_spans(ahead)
     else:
         data, begins, ends = b"", [-1] * len(ahead), [-1] * len(ahead)
     view = memoryview(data)
-    packed = isinstance(events, LogEvents)
+    decode = _CHUNK.decode
     out = []
     at = 0
-    for seq, (n, more) in zip(seqs, tails, strict=True):
-        unit = units[seq]
-        if isinstance(unit.usage, _MAPPINGS):
+    for seq, (unit, n, more) in zip(seqs, tails, strict=True):
+        if n < 0:
             out.append(_as_recorded(unit.usage, "message"))
             continue
         found, usage = False, None
         for k in range(at, at + n):
-            begin, end = begins[k], ends[k]
-            if packed and (begin < 0 or (data.find(b"usage", begin, end) < 0
-                                         and data.find(b"\\u", begin, end) < 0)):
-                continue  # a delta, or a line with no usage (`_chunk_usage`)
-            found, usage = _decoded_chunk(events, ahead[k],
-                                          view[begin:end] if packed else None)
+            if not packed:
+                found, usage = _decoded_chunk(events, ahead[k], None)
+            else:
+                begin, end = begins[k], ends[k]
+                if begin < 0 or (data.find(b"usage", begin, end) < 0
+                                 and data.find(b"\\u", begin, end) < 0):
+                    continue  # a delta, or a line with no usage (`_chunk_usage`)
+                try:
+                    line = decode(view[begin:end])
+                except msgspec.DecodeError:  # what the types do not take: from memory
+                    found, usage = _decoded_chunk(events, ahead[k], None)
+                else:
+                    chunk = line.data.chunk if line.data is not None else None
+                    found, usage = ((chunk.type == "usage", chunk.usage) if chunk is not None
+                                    else (False, None))
             if found:
                 break
-        if not found:
-            usage = None
-            if more:
-                usage = _first_usage(events, _further(events, seq, unit, types, _TAIL))[1]
         at += n
+        if not found:
+            usage = _first_usage(events, _further(events, seq, unit, types, _TAIL))[
+                1] if more else None
         out.append(_as_recorded(usage, "chunk"))
     return out
 
