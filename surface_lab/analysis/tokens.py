@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, NamedTuple
 
 import msgspec
@@ -655,7 +656,7 @@ def path_request_columns(events: Sequence[Event], plans: Sequence[Plan], *,
     if len(at_replace):
         shadowed = [replaces[entries[i]].shadowed for i in at_replace.tolist()]
         sizes = np.array([len(s) for s in shadowed], dtype=np.int64)
-        flat = np.fromiter((s for some in shadowed for s in some), dtype=np.int64,
+        flat = np.fromiter(chain.from_iterable(shadowed), dtype=np.int64,
                            count=int(sizes.sum()))
         where = np.minimum(np.searchsorted(at, flat), n - 1)
         if (at[where] != flat).any():  # (a fold never shadows what is not on it)
