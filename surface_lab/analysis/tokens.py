@@ -294,13 +294,20 @@ class _Unit(NamedTuple):  # a tuple: one is built per assistant message
     usage: Any
     source: Mapping[str, Any]
     cited: Any
-    content: Any  # its typed blocks (None: none), or its text if read whole (`_text_of`)
 
 
 def _unit(events: Sequence[Event], seq: int, view: memoryview | None) -> _Unit:
-    """An assistant message's turn, step, usage, model source, cited seqs and content:
-    decoded from its line `view` alone where the reader kept the log packed, else read
-    from memory."""
+    """An assistant message's turn, step, usage, model source and cited seqs (see
+    `_read_unit`)."""
+    return _read_unit(events, seq, view)[0]
+
+
+def _read_unit(events: Sequence[Event], seq: int, view: memoryview | None
+               ) -> tuple[_Unit, Any]:
+    """An assistant message's `_Unit` and its content (its typed blocks, None: none; or
+    its text where the line is read whole: see `_text_of`): decoded from its line
+    `view` alone where the reader kept the log packed, else read from memory. (The
+    content apart, so that a caller that only measures it lets it go.)"""
     if view is not None:
         try:
             line = _REPLY.decode(view)
@@ -312,17 +319,17 @@ def _unit(events: Sequence[Event], seq: int, view: memoryview | None) -> _Unit:
             source = message.source if message is not None else None
             return _Unit(as_int(typed.turn), as_int(typed.step), typed.usage,
                          source if isinstance(source, _MAPPINGS) else {},
-                         line.sourceEventSeqs,
-                         message.content if message is not None else None)
+                         line.sourceEventSeqs), (
+                             message.content if message is not None else None)
     event = events.raw(seq) if isinstance(events, LogEvents) else events[seq]
     data = mapping_at(event, "data")
     return _Unit(as_int(data.get("turn")), as_int(data.get("step")), data.get("usage"),
                  mapping_at(mapping_at(data, "message"), "source"),
-                 event.get("sourceEventSeqs"), message_text(event))
+                 event.get("sourceEventSeqs")), message_text(event)
 
 
 def _text_of(content: Any) -> str:
-    """`message_text` of a message whose content is `content` (`_Unit.content`)."""
+    """`message_text` of a message whose content is `content` (`_read_unit`'s)."""
     return content if type(content) is str else blocks_text(content)
 
 
@@ -365,7 +372,7 @@ _NESTED = frozenset({"assistant/message", "tool/result"})  # `data.message` (mes
 
 
 def _entry_content(events: Sequence[Event], seq: int, view: memoryview | None) -> Any:
-    """The content of the event `seq`'s message as `_Unit.content` holds it: its typed
+    """The content of the event `seq`'s message as `_read_unit` gives it: its typed
     blocks, decoded from its line `view` alone where the reader kept the log packed, or
     its `message_text` where the line is read whole (one the types do not take)."""
     if view is None:
@@ -633,8 +640,7 @@ def path_request_columns(events: Sequence[Event], plans: Sequence[Plan], *,
     for seq, view, is_message in zip(entries, _line_views(events, entries), flags,
                                      strict=True):
         if is_message:  # an assistant message: read for its request too
-            unit = units[seq] = _unit(events, seq, view)
-            content = unit.content
+            units[seq], content = _read_unit(events, seq, view)
         else:
             content = _entry_content(events, seq, view)
         if texts is None:  # the estimate needs only the length
