@@ -76,6 +76,7 @@ def test_every_way_of_citing_finds_the_usage_the_events_record(tmp_path: Path) -
     path = _varied_log(tmp_path)
     log = read_log(path)
     assert isinstance(log.events, LogEvents) and log.valid  # the packed paths are taken
+    assert log.plans is not None
     events = list(log.events)
     requests = path_requests(log.events, log.plans)
     sources = {r.usage_source for r in requests}

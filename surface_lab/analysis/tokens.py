@@ -523,11 +523,11 @@ def _usages(events: Sequence[Event], seqs: list[int], units: Mapping[int, _Unit]
                 if isinstance(s, int) and 0 <= s < seq and types[s] == chunk_code]
         tails.append((unit, len(near), more))
         ahead += near
-    packed = isinstance(events, LogEvents)
-    if packed:
+    if isinstance(events, LogEvents):
+        packed = True
         data, begins, ends = events.line_spans(ahead)
     else:
-        data, begins, ends = b"", [-1] * len(ahead), [-1] * len(ahead)
+        packed, data, begins, ends = False, b"", [-1] * len(ahead), [-1] * len(ahead)
     view = memoryview(data)
     decode = _CHUNK.decode
     out = []
