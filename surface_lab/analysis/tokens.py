@@ -606,7 +606,8 @@ def path_requests(events: Sequence[Event], plans: Sequence[Plan], *,
     surface its first message was sent with and its last message's usage.
 
     The surface is kept as running sums as the plans apply, each entry's text counted
-    once (read from the packed log's message columns where it has them)."""
+    once (read from its line alone where the log is packed): `path_request_columns`,
+    one object per request."""
     c = path_request_columns(events, plans, skip=skip, tokenizer=tokenizer)
     counted = c.counted if c.counted is not None else [None] * len(c.seq)
     return [PathRequest(*row) for row in zip(
@@ -619,8 +620,9 @@ def path_request_columns(events: Sequence[Event], plans: Sequence[Plan], *,
                          skip: Collection[int] = (), tokenizer: Tokenizer | None = None
                          ) -> RequestColumns:
     """`path_requests`, as columns. Each surface entry's line is decoded once, an
-    assistant message's for its text and its request, any other's for its text; the
-    surface's sums are numpy cumulative sums over the entries."""
+    assistant message's for its content and its request, any other's for its content
+    (without a tokenizer each text is measured, not built); the surface's sums are
+    numpy cumulative sums over the entries."""
     import numpy as np
 
     types = _types(events)
