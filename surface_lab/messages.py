@@ -17,6 +17,7 @@ __all__ = [
     "DerivedMessages",
     "TextBlock",
     "blocks_called_tools",
+    "blocks_chars",
     "blocks_text",
     "called_tools",
     "derive_messages",
@@ -162,6 +163,25 @@ def blocks_text(blocks: Sequence[TextBlock] | None) -> str:
     """`message_text` of a message whose content decoded as `list[Block]` (None when it
     was absent or null): the same rule, over typed blocks."""
     return "" if blocks is None else "\n".join([_typed_block_text(b) for b in blocks])
+
+
+def blocks_chars(blocks: Sequence[TextBlock] | None) -> int:
+    """`len(blocks_text(blocks))`, counted without building the text (the estimate
+    needs only its length): the same rule, each block's part measured where it is."""
+    if not blocks:
+        return 0
+    n = len(blocks) - 1  # the newlines between the parts
+    for block in blocks:
+        kind = block.type
+        if kind == "text" or kind == "reasoning":
+            text = block.text
+            n += (len(text) if type(text) is str
+                  else 0 if text is msgspec.UNSET else len(str(text)))
+        elif kind == "tool-call":
+            n += len(f"{block.name}({block.arguments})")
+        elif kind == "tool-result" and block.content is not None:
+            n += blocks_chars(block.content)
+    return n
 
 
 def blocks_called_tools(blocks: list[Block] | None) -> list[str]:

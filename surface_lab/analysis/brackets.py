@@ -10,8 +10,11 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
+import msgspec
+
 from ..events import Event, mapping_at
 from ..messages import text_tokens
+from ..reading.sequences import LogEvents
 from ..surface import REPLACE
 from .source import LogData
 
@@ -52,21 +55,56 @@ def brackets(source: LogData | Sequence[Event]) -> list[Bracket]:
     open_at: dict[Any, int] = {}
     summaries: dict[Any, Mapping[str, Any]] = {}
     for seq in log.seqs_of_type(*_TRACE_TYPES):
-        event = log.read(seq)
-        data = mapping_at(event, "data")
+        kind, data = _trace(log, seq)
         cid = data.get("compactionId")
         if not isinstance(cid, (str, int)):
             continue
-        if event["type"] == "compaction/start":
+        if kind == "compaction/start":
             open_at[cid] = seq
-        elif event["type"] == "compaction/summary":
+        elif kind == "compaction/summary":
             summaries[cid] = data
-        elif event["type"] == "compaction/end" and cid in open_at:
+        elif kind == "compaction/end" and cid in open_at:
             out.append(_bracket(cid, open_at.pop(cid), seq, summaries.get(cid)))
     out += [_bracket(cid, at, len(log.events), summaries.get(cid))
             for cid, at in open_at.items()]
     found = log.cache["brackets"] = sorted(out, key=lambda b: b.start)
     return list(found)
+
+
+class _TraceData(msgspec.Struct, gc=False):
+    compactionId: Any = None
+    shadowedSeqs: Any = None
+    restoredSeqs: Any = None
+    imported: Any = None
+
+
+class _TraceLine(msgspec.Struct, gc=False):
+    """What `brackets` reads of a trace event's line (not a summary's text)."""
+
+    type: str
+    data: _TraceData | None = None
+
+
+_TRACE = msgspec.json.Decoder(_TraceLine)
+
+
+def _trace(log: LogData, seq: int) -> tuple[str, Mapping[str, Any]]:
+    """(type, data) of the trace event `seq`, its data only as far as `brackets` reads
+    it: decoded from its line alone where the reader kept the log packed, else (or if
+    the types do not take the line) read whole."""
+    view = log.events.line_view(seq) if isinstance(log.events, LogEvents) else None
+    if view is not None:
+        try:
+            line = _TRACE.decode(view)
+        except msgspec.DecodeError:
+            line = None
+        if line is not None:
+            data = line.data
+            return line.type, {} if data is None else {
+                "compactionId": data.compactionId, "shadowedSeqs": data.shadowedSeqs,
+                "restoredSeqs": data.restoredSeqs, "imported": data.imported}
+    event = log.read(seq)
+    return event["type"], mapping_at(event, "data")
 
 
 def _bracket(cid: Any, start: int, end: int, summary: Mapping[str, Any] | None) -> Bracket:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, NamedTuple
 
 import msgspec
 
 from ..events import Event, mapping_at
-from ..jsonvalue import as_int
-from ..messages import blocks_text, message_text, text_tokens
+from ..jsonvalue import MAX_SAFE_INTEGER, as_int
+from ..messages import blocks_chars, blocks_text, message_text, text_tokens
 from ..reading.lines import TYPE_NAMES
 from ..reading.sequences import LogEvents
 from ..surface import APPEND, LOG_ONLY, REPLACE, Plan, PlanList
@@ -24,11 +25,13 @@ from ..surface import APPEND, LOG_ONLY, REPLACE, Plan, PlanList
 __all__ = [
     "AroundReplace",
     "PathRequest",
+    "RequestColumns",
     "RequestTokens",
     "Tokenizer",
     "around_replaces",
     "count_tokens",
     "hf_tokenizer",
+    "path_request_columns",
     "path_requests",
     "recorded_usage",
     "request_tokens",
@@ -36,6 +39,8 @@ __all__ = [
 ]
 
 Tokenizer = Callable[[str], int]
+# dict first: most mappings here are dicts, which answers without the Mapping ABC's check
+_MAPPINGS = (dict, Mapping)
 # per-message overhead the estimate adds (role and framing), kept for the tokenizer too
 _MESSAGE_OVERHEAD = 4
 
@@ -258,8 +263,19 @@ def _chunk_usage(events: Sequence[Event], seq: int, view: memoryview | None
     """(is a usage chunk, its usage) of the chunk `events[seq]`, whose line is `view`;
     a packed row's member is a delta, never usage."""
     if isinstance(events, LogEvents):
-        if view is None or b"usage" not in view.tobytes():  # a delta, or no usage
+        if view is None:  # a delta
             return False, None
+        line = view.tobytes()
+        if b"usage" not in line and b"\\u" not in line:  # (an escape may spell it)
+            return False, None
+    return _decoded_chunk(events, seq, view)
+
+
+def _decoded_chunk(events: Sequence[Event], seq: int, view: memoryview | None
+                   ) -> tuple[bool, Any]:
+    """(is a usage chunk, its usage) of the chunk `events[seq]`, decoded from its line
+    `view` where it has one and the types take it, else read from memory."""
+    if view is not None:
         try:
             line = _CHUNK.decode(view)
         except msgspec.DecodeError:
@@ -278,13 +294,20 @@ class _Unit(NamedTuple):  # a tuple: one is built per assistant message
     usage: Any
     source: Mapping[str, Any]
     cited: Any
-    text: str = ""  # message_text of the message ("" where it is not read: `_step_unit`)
 
 
 def _unit(events: Sequence[Event], seq: int, view: memoryview | None) -> _Unit:
-    """An assistant message's turn, step, usage, model source and cited seqs: decoded
-    from its line `view` alone where the reader kept the log packed, else read from
-    memory."""
+    """An assistant message's turn, step, usage, model source and cited seqs (see
+    `_read_unit`)."""
+    return _read_unit(events, seq, view)[0]
+
+
+def _read_unit(events: Sequence[Event], seq: int, view: memoryview | None
+               ) -> tuple[_Unit, Any]:
+    """An assistant message's `_Unit` and its content (its typed blocks, None: none; or
+    its text where the line is read whole: see `_text_of`): decoded from its line
+    `view` alone where the reader kept the log packed, else read from memory. (The
+    content apart, so that a caller that only measures it lets it go.)"""
     if view is not None:
         try:
             line = _REPLY.decode(view)
@@ -295,14 +318,24 @@ def _unit(events: Sequence[Event], seq: int, view: memoryview | None) -> _Unit:
             message = typed.message
             source = message.source if message is not None else None
             return _Unit(as_int(typed.turn), as_int(typed.step), typed.usage,
-                         source if isinstance(source, Mapping) else {},
-                         line.sourceEventSeqs,
-                         blocks_text(message.content) if message is not None else "")
+                         source if isinstance(source, _MAPPINGS) else {},
+                         line.sourceEventSeqs), (
+                             message.content if message is not None else None)
     event = events.raw(seq) if isinstance(events, LogEvents) else events[seq]
     data = mapping_at(event, "data")
     return _Unit(as_int(data.get("turn")), as_int(data.get("step")), data.get("usage"),
                  mapping_at(mapping_at(data, "message"), "source"),
-                 event.get("sourceEventSeqs"), message_text(event))
+                 event.get("sourceEventSeqs")), message_text(event)
+
+
+def _text_of(content: Any) -> str:
+    """`message_text` of a message whose content is `content` (`_read_unit`'s)."""
+    return content if type(content) is str else blocks_text(content)
+
+
+def _chars_of(content: Any) -> int:
+    """`len(_text_of(content))`, the text not built."""
+    return len(content) if type(content) is str else blocks_chars(content)
 
 
 _CODES = {name: k for k, name in enumerate(TYPE_NAMES)}
@@ -338,30 +371,22 @@ _TEXT = msgspec.json.Decoder(_TextLine)
 _NESTED = frozenset({"assistant/message", "tool/result"})  # `data.message` (message_of)
 
 
-def _entry_texts(events: Sequence[Event], seqs: list[int]) -> list[str]:
-    """`message_text` of each of these events: decoded from its line alone where the
-    reader kept the log packed (a line the types do not take is read whole)."""
-    if not isinstance(events, LogEvents):
-        return [message_text(events[s]) for s in seqs]
-    out = []
-    for seq, view in zip(seqs, events.line_views(seqs), strict=True):
-        line = None
-        if view is not None:
-            try:
-                line = _TEXT.decode(view)
-            except msgspec.DecodeError:
-                line = None
-        if line is None:
-            out.append(message_text(events.raw(seq)))
-            continue
-        data = line.data
-        if data is None:
-            out.append("")
-        elif line.type in _NESTED:
-            out.append("" if data.message is None else blocks_text(data.message.content))
-        else:
-            out.append(blocks_text(data.content))
-    return out
+def _entry_content(events: Sequence[Event], seq: int, view: memoryview | None) -> Any:
+    """The content of the event `seq`'s message as `_read_unit` gives it: its typed
+    blocks, decoded from its line `view` alone where the reader kept the log packed, or
+    its `message_text` where the line is read whole (one the types do not take)."""
+    if view is None:
+        return message_text(events.raw(seq) if isinstance(events, LogEvents) else events[seq])
+    try:
+        line = _TEXT.decode(view)
+    except msgspec.DecodeError:
+        return message_text(events.raw(seq) if isinstance(events, LogEvents) else events[seq])
+    data = line.data
+    if data is None:
+        return None
+    if line.type in _NESTED:
+        return None if data.message is None else data.message.content
+    return data.content
 
 
 _DIGITS_AND_COMMAS = b"0123456789,"
@@ -427,7 +452,7 @@ def _first_usage(events: Sequence[Event], chunks: Iterable[tuple[int, memoryview
 
 
 def _as_recorded(usage: Any, source: str | None) -> tuple[dict[str, int], str | None]:
-    if not isinstance(usage, Mapping):
+    if usage is None or not isinstance(usage, _MAPPINGS):
         return {}, None
     out = _figures(usage)
     return out, source if out else None
@@ -438,7 +463,7 @@ def _recorded(events: Sequence[Event], unit: _Unit,
               ) -> tuple[dict[str, int], str | None]:
     """`recorded_usage` of a decoded message: its own usage, else that of the first
     usage chunk among `chunks` (its cited chunks, last first, with their lines)."""
-    if isinstance(unit.usage, Mapping):
+    if isinstance(unit.usage, _MAPPINGS):
         return _as_recorded(unit.usage, "message")
     return _as_recorded(_first_usage(events, chunks)[1], "chunk")
 
@@ -454,34 +479,86 @@ def _usage_of(events: Sequence[Event], seq: int, unit: _Unit, types: bytes
 _TAIL = 3
 
 
+def _cited_tail(cited: Any) -> tuple[list[Any], bool]:
+    """The last `_TAIL` seqs a message cites, last first, and whether it cites more.
+    Of an array as the writer puts it (its bytes) only the end is read: when its last
+    pieces between commas are plain digits, they are its last elements (a comma inside
+    a string or a nested value would leave a quote or a bracket in a later piece)."""
+    if type(cited) is msgspec.Raw:
+        # (copying a short array costs less than slicing a view of it)
+        end = bytes(cited) if len(cited) <= _TAIL_BYTES else bytes(
+            memoryview(cited)[-_TAIL_BYTES:])
+        pieces = end.rsplit(b",", _TAIL)
+        if len(pieces) > _TAIL and end[-1:] == b"]":
+            del pieces[0]  # (what comes before them, cut anywhere)
+            pieces[-1] = pieces[-1][:-1]
+            # (valid JSON has no empty piece, so all digits means each is digits)
+            if b"".join(pieces).isdigit():
+                return [int(piece) for piece in reversed(pieces)], True
+    found = _cited_last_first(cited, _TAIL)
+    return found, len(found) == _TAIL
+
+
+# the bytes at the end of a message's `sourceEventSeqs` that `_cited_tail` reads first
+_TAIL_BYTES = 64
+
+
 def _usages(events: Sequence[Event], seqs: list[int], units: Mapping[int, _Unit],
             types: bytes) -> list[tuple[dict[str, int], str | None]]:
     """`_usage_of` of each of these messages: the lines of the chunks among the last
-    few seqs each cites found in one pass, the rest (should its usage be further back)
-    one at a time."""
+    few seqs each cites found in one pass and searched for a usage in place (only a
+    line that may hold one is decoded), the rest (should its usage be further back)
+    one at a time. (Written out inline: it runs once per request.)"""
+    chunk_code = _CHUNK_CODE
     tails = []
     ahead: list[int] = []
     for seq in seqs:
         unit = units[seq]
-        if isinstance(unit.usage, Mapping):
-            tails.append((0, False))
+        usage = unit.usage
+        if usage is not None and isinstance(usage, _MAPPINGS):
+            tails.append((unit, -1, False))
             continue
-        cited = _cited_last_first(unit.cited, _TAIL)
-        near = _chunks_of(seq, cited, types)
-        tails.append((len(near), len(cited) == _TAIL))
+        cited, more = _cited_tail(unit.cited)
+        near = [s for s in cited  # (`_chunks_of`)
+                if isinstance(s, int) and 0 <= s < seq and types[s] == chunk_code]
+        tails.append((unit, len(near), more))
         ahead += near
-    views = _line_views(events, ahead)
+    if isinstance(events, LogEvents):
+        packed = True
+        data, begins, ends = events.line_spans(ahead)
+    else:
+        packed, data, begins, ends = False, b"", [-1] * len(ahead), [-1] * len(ahead)
+    view = memoryview(data)
+    decode = _CHUNK.decode
     out = []
     at = 0
-    for seq, (n, more) in zip(seqs, tails, strict=True):
-        unit = units[seq]
-        if isinstance(unit.usage, Mapping):
+    for seq, (unit, n, more) in zip(seqs, tails, strict=True):
+        if n < 0:
             out.append(_as_recorded(unit.usage, "message"))
             continue
-        found, usage = _first_usage(events, zip(ahead[at:at + n], views[at:at + n], strict=True))
-        if not found and more:
-            usage = _first_usage(events, _further(events, seq, unit, types, _TAIL))[1]
+        found, usage = False, None
+        for k in range(at, at + n):
+            if not packed:
+                found, usage = _decoded_chunk(events, ahead[k], None)
+            else:
+                begin, end = begins[k], ends[k]
+                if begin < 0 or (data.find(b"usage", begin, end) < 0
+                                 and data.find(b"\\u", begin, end) < 0):
+                    continue  # a delta, or a line with no usage (`_chunk_usage`)
+                try:
+                    line = decode(view[begin:end])
+                except msgspec.DecodeError:  # what the types do not take: from memory
+                    found, usage = _decoded_chunk(events, ahead[k], None)
+                else:
+                    chunk = line.data.chunk if line.data is not None else None
+                    found, usage = ((chunk.type == "usage", chunk.usage) if chunk is not None
+                                    else (False, None))
+            if found:
+                break
         at += n
+        if not found:
+            usage = _first_usage(events, _further(events, seq, unit, types, _TAIL))[
+                1] if more else None
         out.append(_as_recorded(usage, "chunk"))
     return out
 
@@ -491,9 +568,34 @@ def _figures(usage: Mapping[str, Any]) -> dict[str, int]:
     out = {}
     for key, name in _USAGE_KEYS:
         value = usage.get(key)
-        if value is not None and (n := as_int(value)) is not None:
+        if value is None:
+            continue
+        if type(value) is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            out[name] = value  # (`as_int`'s first case, the common one, inline)
+        elif (n := as_int(value)) is not None:
             out[name] = n
     return out
+
+
+class RequestColumns(NamedTuple):
+    """`path_requests` as columns, one list per `PathRequest` attribute (`counted`
+    None without a tokenizer): what `tokens_df` builds its frame from, without a row
+    object per request."""
+
+    seq: list[int]
+    last_seq: list[int]
+    turn: list[int | None]
+    step: list[int | None]
+    request_id: list[str]
+    model: list[str | None]
+    surface_entries: list[int]
+    estimated: list[int]
+    counted: list[int] | None
+    recorded: list[dict[str, int]]
+    usage_source: list[str | None]
+    input_total: list[int | None]
+    input_tokens: list[int]
+    input_source: list[str]
 
 
 def path_requests(events: Sequence[Event], plans: Sequence[Plan], *,
@@ -504,7 +606,23 @@ def path_requests(events: Sequence[Event], plans: Sequence[Plan], *,
     surface its first message was sent with and its last message's usage.
 
     The surface is kept as running sums as the plans apply, each entry's text counted
-    once (read from the packed log's message columns where it has them)."""
+    once (read from its line alone where the log is packed): `path_request_columns`,
+    one object per request."""
+    c = path_request_columns(events, plans, skip=skip, tokenizer=tokenizer)
+    counted = c.counted if c.counted is not None else [None] * len(c.seq)
+    return [PathRequest(*row) for row in zip(
+        c.seq, c.last_seq, c.turn, c.step, c.request_id, c.model, c.surface_entries,
+        c.estimated, counted, c.recorded, c.usage_source, c.input_total, c.input_tokens,
+        c.input_source, strict=True)]
+
+
+def path_request_columns(events: Sequence[Event], plans: Sequence[Plan], *,
+                         skip: Collection[int] = (), tokenizer: Tokenizer | None = None
+                         ) -> RequestColumns:
+    """`path_requests`, as columns. Each surface entry's line is decoded once, an
+    assistant message's for its content and its request, any other's for its content
+    (without a tokenizer each text is measured, not built); the surface's sums are
+    numpy cumulative sums over the entries."""
     import numpy as np
 
     types = _types(events)
@@ -514,61 +632,80 @@ def path_requests(events: Sequence[Event], plans: Sequence[Plan], *,
     codes = np.frombuffer(bytes(kinds), dtype=np.uint8)
     at = np.flatnonzero(codes != LOG_ONLY)  # the surface entries, in order
     entries = at.tolist()
-    is_message = ((codes[at] == APPEND)
-                  & (np.frombuffer(types, dtype=np.uint8)[at] == _MESSAGE))
-    # each assistant message's line is decoded once, for its text and its request
-    messages = [s for s in at[is_message].tolist() if s not in skip]
-    units = {s: _unit(events, s, view)
-             for s, view in zip(messages, _line_views(events, messages), strict=True)}
-    others = [s for s in entries if s not in units]
-    texts = dict(zip(others, _entry_texts(events, others), strict=True))
-    texts.update((s, u.text) for s, u in units.items())
-    estimate = {s: text_tokens(t) for s, t in texts.items()}
-    counts = ({s: _MESSAGE_OVERHEAD + int(tokenizer(t)) for s, t in texts.items()}
-              if tokenizer is not None else None)
+    flags = ((codes[at] == APPEND)
+             & (np.frombuffer(types, dtype=np.uint8)[at] == _MESSAGE)).tolist()
+    if skip:
+        flags = [flag and seq not in skip for seq, flag in zip(entries, flags, strict=True)]
+    units: dict[int, _Unit] = {}
+    chars = []
+    texts: list[str] | None = [] if tokenizer is not None else None
+    for seq, view, is_message in zip(entries, _line_views(events, entries), flags,
+                                     strict=True):
+        if is_message:  # an assistant message: read for its request too
+            units[seq], content = _read_unit(events, seq, view)
+        else:
+            content = _entry_content(events, seq, view)
+        if texts is None:  # the estimate needs only the length
+            chars.append(_chars_of(content))
+        else:
+            texts.append(text := _text_of(content))
+            chars.append(len(text))
+    n = len(entries)
+    estimate = 4 + (np.array(chars, dtype=np.int64) + 3) // 4  # `text_tokens`
+    counts = (np.array([_MESSAGE_OVERHEAD + int(tokenizer(t)) for t in texts],
+                       dtype=np.int64)
+              if tokenizer is not None and texts is not None
+              else np.zeros(n, dtype=np.int64))
     # the surface as running sums: each entry adds itself, a replace first takes off
     # what it shadows; a message sees the sums of the entries before it
-    added = np.ones(len(entries), dtype=np.int64)
-    tokens = np.array([estimate[s] for s in entries], dtype=np.int64)
-    counted = (np.array([counts[s] for s in entries], dtype=np.int64)
-               if counts is not None else np.zeros(len(entries), dtype=np.int64))
-    for i in np.flatnonzero(codes[at] == REPLACE).tolist():
-        shadowed = replaces[entries[i]].shadowed
-        added[i] -= len(shadowed)
-        tokens[i] -= sum(estimate[s] for s in shadowed)
-        if counts is not None:
-            counted[i] -= sum(counts[s] for s in shadowed)
-    before = {name: (np.cumsum(column) - column).tolist()
-              for name, column in (("size", added), ("total", tokens), ("counted", counted))}
+    added = np.ones(n, dtype=np.int64)
+    tokens, counted = estimate.copy(), counts.copy()
+    at_replace = np.flatnonzero(codes[at] == REPLACE)
+    if len(at_replace):
+        shadowed = [replaces[entries[i]].shadowed for i in at_replace.tolist()]
+        sizes = np.array([len(s) for s in shadowed], dtype=np.int64)
+        flat = np.fromiter(chain.from_iterable(shadowed), dtype=np.int64,
+                           count=int(sizes.sum()))
+        where = np.minimum(np.searchsorted(at, flat), n - 1)
+        if (at[where] != flat).any():  # (a fold never shadows what is not on it)
+            raise KeyError(f"a replace shadows seqs that are not surface entries: "
+                           f"{sorted(set(flat.tolist()) - set(entries))[:5]}")
+        owner = np.repeat(at_replace, sizes)
+        added[at_replace] -= sizes
+        np.subtract.at(tokens, owner, estimate[where])
+        np.subtract.at(counted, owner, counts[where])
+    messages = list(units)
+    where_message = np.searchsorted(at, np.array(messages, dtype=np.int64))
+    before = [(np.cumsum(column) - column)[where_message].tolist()
+              for column in (added, tokens, counted)]
     groups: dict[Any, list[Any]] = {}
-    for seq, i in zip(messages, np.searchsorted(at, messages).tolist(), strict=True):
+    for seq, size, total, count in zip(messages, *before, strict=True):
         unit = units[seq]
         key = (unit.turn, unit.step) if unit.step is not None else ("seq", seq)
         if key in groups:
             groups[key][1] = seq
         else:
-            groups[key] = [seq, seq, before["size"][i], before["total"][i],
-                           before["counted"][i]]
-    out = []
-    usages = _usages(events, [g[1] for g in groups.values()], units, types)
-    for (first, last, entries_before, est, cnt), (recorded, source) in zip(
-            groups.values(), usages, strict=True):
-        model = units[last].source.get("model")
-        input_total = (recorded["input"] + recorded.get("cache_read", 0)
-                       + recorded.get("cache_write", 0)) if "input" in recorded else None
-        if input_total is not None:
-            best, best_source = input_total, "usage"
-        elif tokenizer is not None:
-            best, best_source = cnt, "tokenizer"
-        else:
-            best, best_source = est, "estimate"
-        out.append(PathRequest(
-            first, last, units[first].turn, units[first].step,
-            _request_id(units[last].source, units[first].turn, units[first].step, first),
-            model if isinstance(model, str) else None, entries_before, est,
-            cnt if tokenizer is not None else None, recorded, source, input_total, best,
-            best_source))
-    return out
+            groups[key] = [seq, seq, size, total, count]
+    rows = list(groups.values())
+    usages = _usages(events, [g[1] for g in rows], units, types)
+    recorded = [u[0] for u in usages]
+    heads = [units[g[0]] for g in rows]
+    tails = [units[g[1]].source for g in rows]
+    totals = [r["input"] + r.get("cache_read", 0) + r.get("cache_write", 0)
+              if "input" in r else None for r in recorded]
+    best = [(total, "usage") if total is not None else
+            (g[4], "tokenizer") if tokenizer is not None else (g[3], "estimate")
+            for total, g in zip(totals, rows, strict=True)]
+    models = [source.get("model") for source in tails]
+    return RequestColumns(
+        [g[0] for g in rows], [g[1] for g in rows], [h.turn for h in heads],
+        [h.step for h in heads],
+        [_request_id(source, h.turn, h.step, g[0])
+         for source, h, g in zip(tails, heads, rows, strict=True)],
+        [m if isinstance(m, str) else None for m in models], [g[2] for g in rows],
+        [g[3] for g in rows], [g[4] for g in rows] if tokenizer is not None else None,
+        recorded, [u[1] for u in usages], totals, [b[0] for b in best],
+        [b[1] for b in best])
 
 
 @dataclass(frozen=True, slots=True)

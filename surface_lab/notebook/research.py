@@ -4,7 +4,7 @@ with their source, and what-if policy comparisons with their figure."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,13 @@ from ..analysis.requests import (
     source_format,
 )
 from ..analysis.source import LogData, load_source
-from ..analysis.tokens import PathRequest, Tokenizer, path_requests
+from ..analysis.tokens import (
+    PathRequest,
+    RequestColumns,
+    Tokenizer,
+    path_request_columns,
+    path_requests,
+)
 from ..analysis.whatif import CostedRequest, cost_replay, overhead_estimate
 from ..errors import SurfaceLabError
 from ..gcpause import gc_paused
@@ -75,20 +81,31 @@ def tokens_df(source: Any, *, tokenizer: Tokenizer | None = None, strict: bool =
     for it, and the best input figure with its source. Every billed request, on the
     path or not, with its dollars: `requests_df`."""
     log = load_source(source, strict=strict, progress=progress)
-    rows = _requests(log, tokenizer)
-    cols: dict[str, list[Any]] = {
-        "seq": [r.seq for r in rows], "last_seq": [r.last_seq for r in rows],
-        "turn": [r.turn for r in rows], "step": [r.step for r in rows],
-        "request_id": [r.request_id for r in rows], "model": [r.model for r in rows],
-        "surface_entries": [r.surface_entries for r in rows],
-        "estimated_tokens": [r.estimated for r in rows],
-        "tokenizer_tokens": [r.counted for r in rows],
-        **{name: [r.recorded.get(key) for r in rows] for key, name in _RECORDED},
-        "input_total": [r.input_total for r in rows],
-        "usage_source": [r.usage_source for r in rows],
-        "input_tokens": [r.input_tokens for r in rows],
-        "input_source": [r.input_source for r in rows]}
+    c = _request_columns(log, tokenizer)
+    n = len(c.seq)
+    cols: dict[str, Any] = {
+        "seq": _ints(c.seq), "last_seq": _ints(c.last_seq), "turn": _nullable(c.turn),
+        "step": _nullable(c.step), "request_id": c.request_id, "model": c.model,
+        "surface_entries": _ints(c.surface_entries),
+        "estimated_tokens": _ints(c.estimated),
+        "tokenizer_tokens": _nullable(c.counted if c.counted is not None else [None] * n),
+        **{name: _nullable([r.get(key) for r in c.recorded]) for key, name in _RECORDED},
+        "input_total": _nullable(c.input_total), "usage_source": c.usage_source,
+        "input_tokens": _ints(c.input_tokens), "input_source": c.input_source}
     return _finish(frame_from_columns("tokens", cols), log, strict)
+
+
+def _ints(values: Sequence[int]) -> Any:
+    """An int64 column, typed already (`frame_from_columns` converts no value)."""
+    return np.array(values, dtype=np.int64)
+
+
+def _nullable(values: Sequence[int | None]) -> Any:
+    """An Int64 column (None missing), typed already: the values and the mask built
+    apart, which is quicker than converting objects."""
+    missing = np.array([v is None for v in values], dtype=bool)
+    return pd.arrays.IntegerArray(
+        np.array([0 if v is None else v for v in values], dtype=np.int64), missing)
 
 
 _RECORDED = (("input", "input_uncached"), ("cache_read", "cache_read"),
@@ -102,6 +119,14 @@ def _requests(log: LogData, tokenizer: Tokenizer | None) -> list[PathRequest]:
     copies = {s for b in brackets(log) for s in range(b.start, b.end)}
     with gc_paused():  # many acyclic texts and rows: no collection while they are built
         return path_requests(log.events, log.plans, skip=copies, tokenizer=tokenizer)
+
+
+def _request_columns(log: LogData, tokenizer: Tokenizer | None) -> RequestColumns:
+    """`_requests` as columns (`tokens_df`'s frame needs no row objects)."""
+    copies = {s for b in brackets(log) for s in range(b.start, b.end)}
+    with gc_paused():
+        return path_request_columns(log.events, log.plans, skip=copies,
+                                    tokenizer=tokenizer)
 
 
 def _billed(source: Any, subagents: bool) -> tuple[list[Request], list[Problem]]:

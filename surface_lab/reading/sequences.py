@@ -78,6 +78,7 @@ class LogEvents(ReadOnlySequence[Event]):
         self._row_cache: dict[int, list[Event]] = {}
         self._type_codes: bytes | None = None
         self._line_arrays: tuple[Any, Any, Any] | None = None
+        self._first_seq_array: Any = None
 
     def __len__(self) -> int:
         return self._records.first_seq[-1]
@@ -125,8 +126,20 @@ class LogEvents(ReadOnlySequence[Event]):
 
             r = self._records
             per_line = np.frombuffer(r.codes.translate(_ROW_AS_CHUNK), dtype=np.uint8)
-            self._type_codes = np.repeat(per_line, np.diff(r.first_seq)).tobytes()
+            self._type_codes = np.repeat(per_line, np.diff(self._first_seqs())).tobytes()
         return self._type_codes
+
+    def _first_seqs(self) -> Any:
+        """`first_seqs` as an int64 array, converted once (the type codes and the line
+        spans both need it)."""
+        import numpy as np
+
+        first_seq = self._records.first_seq
+        known = self._first_seq_array
+        if known is None or len(known) != len(first_seq):  # (still reading)
+            known = self._first_seq_array = np.fromiter(first_seq, dtype=np.int64,
+                                                         count=len(first_seq))
+        return known
 
     @property
     def types(self) -> list[str]:
@@ -241,23 +254,30 @@ class LogEvents(ReadOnlySequence[Event]):
     def line_views(self, seqs: Sequence[int]) -> list[memoryview | None]:
         """`line_view` of each of these seqs, their lines found in one vectorised pass
         (for a reader that takes many)."""
+        _, begins, ends = self.line_spans(seqs)
+        view = memoryview(self._data)
+        return [None if begin < 0 else view[begin:end]
+                for begin, end in zip(begins, ends, strict=True)]
+
+    def line_spans(self, seqs: Sequence[int]) -> tuple[bytes, list[int], list[int]]:
+        """The file's bytes and where each of these seqs' lines begins and ends in them
+        (begin -1: a packed row's member), found in one vectorised pass: for a reader
+        that searches many lines before it decodes a few."""
         import numpy as np
 
-        if not seqs:
-            return []
+        if not len(seqs):
+            return self._data, [], []
         records = self._records
         arrays = self._line_arrays
         if arrays is None or len(arrays[0]) != len(records.first_seq):  # (still reading)
             arrays = self._line_arrays = (
-                np.asarray(records.first_seq, dtype=np.int64),
-                np.asarray(records.starts, dtype=np.int64),
+                self._first_seqs(),
+                np.fromiter(records.starts, dtype=np.int64, count=len(records.starts)),
                 np.frombuffer(bytes(records.codes), dtype=np.uint8))
         first_seq, starts, codes = arrays
         found = np.searchsorted(first_seq, np.asarray(seqs, dtype=np.int64), side="right") - 1
-        view = memoryview(self._data)
-        return [None if row else view[begin:end] for begin, end, row in zip(
-            starts[found].tolist(), (starts[found + 1] - 1).tolist(),
-            (codes[found] == ROW).tolist(), strict=True)]
+        begins = np.where(codes[found] == ROW, -1, starts[found])
+        return self._data, begins.tolist(), (starts[found + 1] - 1).tolist()
 
     def lookup(self, seq: int) -> Mapping[str, Any] | None:
         """`raw(seq)`, or None outside the log: the planner's lookup, which reads data."""
