@@ -153,6 +153,19 @@ def test_the_build_command_says_what_it_reused(logs: Path, tmp_path: Path,
     assert f"vanished: {gone.resolve()}" in err
 
 
+def _slow_build(logs: Path, out: Path, body: str) -> subprocess.Popen[str]:
+    """A build of `logs` into `out` in another process whose `write_chunk(task, out)` runs
+    `body` (indented under it; `original` is the real one), its stdout a pipe."""
+    script = ("import sys, time\nfrom surface_lab import corpus\n"
+              "original = corpus.write_chunk\n"
+              f"def slow(task, out):\n    {body}\n"
+              "corpus.write_chunk = slow\n"
+              f"corpus.to_parquet(sys.argv[1], sys.argv[2], task_mb={TASK_MB})\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-c", script, str(logs), str(out)],
+                            stdout=subprocess.PIPE, text=True, env=env)
+
+
 def test_a_build_killed_midway_leaves_the_earlier_dataset(logs: Path, pool: Path,
                                                           tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -162,20 +175,9 @@ def test_a_build_killed_midway_leaves_the_earlier_dataset(logs: Path, pool: Path
         shutil.copy2(path, logs / path.name)
     for path in logs.iterdir():
         os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
-    script = (
-        "import sys, time\n"
-        "from surface_lab import corpus\n"
-        "original = corpus.write_chunk\n"
-        "def slow(task, out):\n"
-        "    result = original(task, out)\n"
-        "    print('wrote', task.name, flush=True)\n"
-        "    time.sleep(120)\n"
-        "    return result\n"
-        "corpus.write_chunk = slow\n"
-        f"corpus.to_parquet(sys.argv[1], sys.argv[2], task_mb={TASK_MB})\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    build = subprocess.Popen([sys.executable, "-c", script, str(logs), str(out)],
-                             stdout=subprocess.PIPE, text=True, env=env)
+    build = _slow_build(logs, out, "result = original(task, out)\n"
+                        "    print('wrote', task.name, flush=True)\n    time.sleep(120)\n"
+                        "    return result")
     try:
         assert build.stdout is not None
         assert build.stdout.readline().startswith("wrote part-")  # one new task's files
@@ -198,19 +200,8 @@ def test_a_build_killed_midway_leaves_the_earlier_dataset(logs: Path, pool: Path
 def test_a_second_build_into_the_same_folder_is_refused_while_one_runs(
         logs: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    script = (
-        "import sys, time\n"
-        "from surface_lab import corpus\n"
-        "original = corpus.write_chunk\n"
-        "def slow(task, out):\n"
-        "    print('writing', flush=True)\n"
-        "    time.sleep(120)\n"
-        "    return original(task, out)\n"
-        "corpus.write_chunk = slow\n"
-        f"corpus.to_parquet(sys.argv[1], sys.argv[2], task_mb={TASK_MB})\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    build = subprocess.Popen([sys.executable, "-c", script, str(logs), str(out)],
-                             stdout=subprocess.PIPE, text=True, env=env)
+    build = _slow_build(logs, out, "print('writing', flush=True)\n    time.sleep(120)\n"
+                        "    return original(task, out)")
     try:
         assert build.stdout is not None
         assert build.stdout.readline() == "writing\n"  # the first build holds the folder
