@@ -229,6 +229,13 @@ SOURCES_V3 = [
            "real (a prefix: the first lines of the file)", root="repo"),
 ]
 ReplaySpec = tuple[str, str, Any, int]  # (tag, description, factory or FitCompact, kept)
+MINI_REPLAYS_V3: list[ReplaySpec] = [  # both mini-swe-agent trajectories alike
+    ("compact50", "", FitCompact(0.5, 0.15), 2),
+    ("compact25", "", FitCompact(0.25, 0.08), 2),
+    ("prune2k", "Prune(threshold=2048, head=1024, tail=256)",
+     lambda: Prune(2048, 1024, 256), 1),
+    ("mask5", "MaskObservations(keep_last=5)", lambda: MaskObservations(5), 2),
+]
 REPLAYS_V3: dict[str, list[ReplaySpec]] = {
     "cc881": [
         ("compact50", "", FitCompact(0.5, 0.15), 1),
@@ -239,20 +246,8 @@ REPLAYS_V3: dict[str, list[ReplaySpec]] = {
         ("compact50", "", FitCompact(0.5, 0.15), 1),
         ("mask2", "MaskObservations(keep_last=2)", lambda: MaskObservations(2), 2),
     ],
-    "minidj": [
-        ("compact50", "", FitCompact(0.5, 0.15), 2),
-        ("compact25", "", FitCompact(0.25, 0.08), 2),
-        ("prune2k", "Prune(threshold=2048, head=1024, tail=256)",
-         lambda: Prune(2048, 1024, 256), 1),
-        ("mask5", "MaskObservations(keep_last=5)", lambda: MaskObservations(5), 2),
-    ],
-    "minipy": [
-        ("compact50", "", FitCompact(0.5, 0.15), 2),
-        ("compact25", "", FitCompact(0.25, 0.08), 2),
-        ("prune2k", "Prune(threshold=2048, head=1024, tail=256)",
-         lambda: Prune(2048, 1024, 256), 1),
-        ("mask5", "MaskObservations(keep_last=5)", lambda: MaskObservations(5), 2),
-    ],
+    "minidj": MINI_REPLAYS_V3,
+    "minipy": MINI_REPLAYS_V3,
     "cc4d5": [
         ("compact50", "", FitCompact(0.5, 0.15), 1),
         ("compact25", "", FitCompact(0.25, 0.08), 2),
@@ -273,7 +268,8 @@ SOURCES_V3R = [
 @dataclass(frozen=True)
 class PacketSet:
     """One packet: its sources and replays, where it is written, how many actions a page
-    shows after a replace, and whether INDEX.md splits it into two halves."""
+    shows after a replace, whether INDEX.md splits it into two halves, and whether it is held
+    out (its labels then carry `key`)."""
 
     name: str
     sources: Sequence[Source]
@@ -282,14 +278,16 @@ class PacketSet:
     actions: tuple[int, int, int, int] = (ACTIONS, ACTIONS_ALL, ACTIONS_RECORDED,
                                           ACTIONS_RECORDED_ALL)
     halves: bool = False
+    held_out: bool = False  # its fact labels carry `key`; INDEX.md says it is held out
 
 
 SETS = {
     "v2": PacketSet("v2", SOURCES, REPLAYS, PACKET),
     # v3 must be labelled twice in 35 minutes an annotator: fewer actions a replay page
     "v3": PacketSet("v3", SOURCES_V3, REPLAYS_V3, HERE / "packet_v3",
-                    actions=(10, 14, 40, 55), halves=True),
-    "v3r": PacketSet("v3r", SOURCES_V3R, {}, HERE / "packet_v3r", actions=(10, 14, 40, 55)),
+                    actions=(10, 14, 40, 55), halves=True, held_out=True),
+    "v3r": PacketSet("v3r", SOURCES_V3R, {}, HERE / "packet_v3r", actions=(10, 14, 40, 55),
+                     held_out=True),
 }
 
 
@@ -805,7 +803,7 @@ def build(replaces: list[Replace], packet: PacketSet | None = None) -> dict[str,
                 "origin": r.origin, "policy": r.policy, "replacement_seq": r.seq,
                 "hidden": len(hidden), "kept": len(kept), "kept_left_out": left_out,
                 "actions": len(actions), "note": r.note}
-        if packet.name != "v2":  # a held-out packet: its fact labels carry `key`
+        if packet.held_out:  # its fact labels carry `key` (agreement.py asks)
             head |= {"packet": packet.name}
         if packet.halves:
             head |= {"half": 1 if number < cut else 2}
@@ -837,7 +835,7 @@ def build(replaces: list[Replace], packet: PacketSet | None = None) -> dict[str,
     totals = (f"{len(replaces)} replaces, {total_items} hidden items, {total_actions} actions; "
               "replaces per format: " + ", ".join(f"{k} {v}" for k, v in sorted(formats.items()))
               + ".")
-    if packet.name == "v2":
+    if not packet.held_out:
         files["INDEX.md"] = "\n".join([
             "# Labelling packet: facts at risk and evidence of loss",
             "",
