@@ -314,18 +314,27 @@ def _read_unit(events: Sequence[Event], seq: int, view: memoryview | None
         except msgspec.DecodeError:
             line = None
         if line is not None and line.data is not None:
-            typed = line.data
-            message = typed.message
-            source = message.source if message is not None else None
-            return _Unit(as_int(typed.turn), as_int(typed.step), typed.usage,
-                         source if isinstance(source, _MAPPINGS) else {},
-                         line.sourceEventSeqs), (
-                             message.content if message is not None else None)
+            message = line.data.message
+            return _typed_unit(line.data, line.sourceEventSeqs), (
+                message.content if message is not None else None)
     event = events.raw(seq) if isinstance(events, LogEvents) else events[seq]
+    return _event_unit(event), message_text(event)
+
+
+def _typed_unit(data: Any, cited: Any) -> _Unit:
+    """The `_Unit` of an assistant message's `data` decoded typed (by `_REPLY` or
+    `_STEP`), its cited seqs `cited`."""
+    source = data.message.source if data.message is not None else None
+    return _Unit(as_int(data.turn), as_int(data.step), data.usage,
+                 source if isinstance(source, _MAPPINGS) else {}, cited)
+
+
+def _event_unit(event: Event) -> _Unit:
+    """The `_Unit` of an assistant message read from memory."""
     data = mapping_at(event, "data")
     return _Unit(as_int(data.get("turn")), as_int(data.get("step")), data.get("usage"),
                  mapping_at(mapping_at(data, "message"), "source"),
-                 event.get("sourceEventSeqs")), message_text(event)
+                 event.get("sourceEventSeqs"))
 
 
 def _text_of(content: Any) -> str:
@@ -767,13 +776,9 @@ def _step_unit(events: Sequence[Event], seq: int) -> tuple[_Unit, int | None]:
         except msgspec.DecodeError:
             line = None
         if line is not None and line.data is not None:
-            typed = line.data
-            source = typed.message.source if typed.message is not None else None
-            return _Unit(as_int(typed.turn), as_int(typed.step), typed.usage,
-                         source if isinstance(source, Mapping) else {},
-                         line.sourceEventSeqs), as_int(line.time)
+            return _typed_unit(line.data, line.sourceEventSeqs), as_int(line.time)
     event = events.raw(seq) if isinstance(events, LogEvents) else events[seq]
-    return _unit(events, seq, None), as_int(event.get("time"))
+    return _event_unit(event), as_int(event.get("time"))  # (its text not read)
 
 
 def around_replaces(events: Sequence[Event], seqs: Sequence[int], *,
