@@ -3,30 +3,20 @@ annotations, the committed packet's structure, and the guidelines' examples."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from facts_eval_scripts import script
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT / "tests" / "data" / "facts_eval"
 PACKET = EVAL / "packet"
 
 
-def _module(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"facts_eval_{name}", EVAL / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while building
-    spec.loader.exec_module(module)
-    return module
 
-
-agreement = _module("agreement")
+agreement = script("agreement")
 
 
 def _jsonl(path: Path, rows: list[dict[str, object]]) -> Path:

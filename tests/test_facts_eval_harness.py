@@ -4,13 +4,11 @@ replay apart, bootstrap intervals seeded. Never run here on real labels."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from facts_eval_scripts import script
 
 from surface_lab import read_log
 from surface_lab.analysis.ledger import fact_ledger
@@ -21,16 +19,8 @@ EVAL = ROOT / "tests" / "data" / "facts_eval"
 SAMPLE = ROOT / "sample_logs" / "long-compaction.jsonl"
 
 
-def _module(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"facts_eval_{name}", EVAL / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
-
-evaluate = _module("evaluate")
+evaluate = script("evaluate")
 
 
 @pytest.fixture(scope="module")

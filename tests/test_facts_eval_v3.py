@@ -5,15 +5,14 @@ Nothing here runs the rules on packet v3."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from facts_eval_scripts import script
 from shared_logs import require_shared
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,18 +20,10 @@ EVAL = ROOT / "tests" / "data" / "facts_eval"
 PACKET_V3 = EVAL / "packet_v3"
 
 
-def _module(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"facts_eval_{name}", EVAL / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
-
-agreement = _module("agreement")
-evaluate = _module("evaluate")
-build_packet = _module("build_packet")
+agreement = script("agreement")
+evaluate = script("evaluate")
+build_packet = script("build_packet")
 
 
 def _jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
