@@ -16,7 +16,7 @@ import glob
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from datetime import UTC, datetime
@@ -508,7 +508,8 @@ def session_key(source: str, session_id: str) -> str:
 
 def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
                      problems: list[Any], created: int | None,
-                     spill: _Spill, rules: Any) -> tuple[dict[str, dict[str, Any]], list[Any]]:
+                     spill: _Spill, facts: _TaskFacts
+                     ) -> tuple[dict[str, dict[str, Any]], list[Any]]:
     """Every table's columns for one session but the events, and the spill's parts of
     its events (all the fallible work, before any row is added to a task's tables)."""
     log = box.pop()  # the only reference: the log is let go once its tables are made
@@ -532,7 +533,7 @@ def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
     at_risk: dict[int, list[str]] = {}
     if rep["seq"]:
         with gc_paused():  # many acyclic texts
-            at_risk = facts_at_risk_by_replace(log, rules)
+            at_risk = facts_at_risk_by_replace(log, facts.rules, memo=facts.memo)
     # the evidence walk reads again only the texts the facts did not decode; then what
     # the audit kept for its own later questions (texts, brackets, ledger) is let go
     _add_lost_evidence(tables["lost_evidence"], log, ids)
@@ -576,18 +577,66 @@ def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
     return tables, events
 
 
-def _task_rules() -> Any:
-    """The default fact rules, as a copy of their own for one task: the rules remember
-    texts they stripped and words they matched (up to 65k of each, kept from every
-    session that used them), which in a build of thousands of sessions made the peak
-    grow with the corpus; a copy's memos go with its task (a copy for each session
-    cost a fifth more time, the memo no longer shared by its task's sessions). The same
-    rules, the same facts."""
+class _TextMemo(MutableMapping[tuple[str, str], Any]):
+    """`texts_at_risk`'s memo for a task's sessions: each distinct hidden (text, author)
+    is matched once a task, not once a session (sessions of one project hide the same
+    file reads, instructions and tool outputs). Keyed by a 128-bit digest of the text,
+    so it holds the mentions, never the texts (memory: a task of many small sessions
+    would hold all their hidden texts); at most `_MEMO_TEXTS` of them, then forgotten
+    together, as the rules' own memos are."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[bytes, str], Any] = {}
+
+    @staticmethod
+    def _key(key: tuple[str, str]) -> tuple[bytes, str]:
+        import hashlib
+
+        text, author = key
+        return (hashlib.blake2b(text.encode("utf-8", "surrogatepass"),
+                                digest_size=16).digest(), author)
+
+    def __getitem__(self, key: tuple[str, str]) -> Any:
+        return self._found[self._key(key)]
+
+    def __setitem__(self, key: tuple[str, str], value: Any) -> None:
+        if len(self._found) >= _MEMO_TEXTS:
+            self._found.clear()
+        self._found[self._key(key)] = value
+
+    def __delitem__(self, key: tuple[str, str]) -> None:
+        del self._found[self._key(key)]
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        raise TypeError("a _TextMemo holds digests, not texts: it cannot list its keys")
+
+    def __len__(self) -> int:
+        return len(self._found)
+
+
+_MEMO_TEXTS = 1 << 16
+
+
+@dataclass(frozen=True)
+class _TaskFacts:
+    """What a task's sessions share to find their facts: the rules and the memo."""
+
+    rules: Any
+    memo: _TextMemo
+
+
+def _task_facts() -> _TaskFacts:
+    """The default fact rules, as a copy of their own for one task, and the task's memo
+    of hidden texts (`_TextMemo`): the rules remember texts they stripped and words they
+    matched (up to 65k of each, kept from every session that used them), which in a
+    build of thousands of sessions made the peak grow with the corpus; a copy's memos go
+    with its task (a copy for each session cost a fifth more time, the memo no longer
+    shared by its task's sessions). The same rules, the same facts."""
     import dataclasses
 
     from .analysis.facts import DEFAULT_RULES
 
-    return dataclasses.replace(DEFAULT_RULES)
+    return _TaskFacts(dataclasses.replace(DEFAULT_RULES), _TextMemo())
 
 
 def _event_slice(log: Any, seqs: range, ids: dict[str, str]) -> Any:
@@ -738,7 +787,7 @@ class _SessionTables:
     problem: dict[str, Any] | None
 
 
-def _session_tables(ref: SessionRef, spill: _Spill, rules: Any) -> _SessionTables:
+def _session_tables(ref: SessionRef, spill: _Spill, facts: _TaskFacts) -> _SessionTables:
     """Read one session into `spill` (its tables as the spill's parts). Never
     raises: whatever goes wrong costs this session only and is reported as its problem
     (the events it had spilled are then never taken back)."""
@@ -752,7 +801,7 @@ def _session_tables(ref: SessionRef, spill: _Spill, rules: Any) -> _SessionTable
         box = [log]
         del log  # `_session_columns` holds the only reference
         columns, events = _session_columns(ref, box, session_id, fmt, problems, created,
-                                           spill, rules)
+                                           spill, facts)
         tables = {name: _table(columns[name], schemas[name]) for name in columns}
     except Exception as err:
         # One source's surprise (a reader's bug, data Arrow refuses) must not abort a build
@@ -763,7 +812,7 @@ def _session_tables(ref: SessionRef, spill: _Spill, rules: Any) -> _SessionTable
                             text if len(text) <= 300 else f"{text[:300]}...", ref.path)]
         session_id = _clean(ref.session_id or ref.id or _unread_id(Path(ref.path)))
         columns, events = _session_columns(ref, [LogData(session_id, [])], session_id,
-                                           "surface", problems, None, spill, rules)
+                                           "surface", problems, None, spill, facts)
         tables = {name: _table(columns[name], schemas[name]) for name in columns}
     row = {name: values[0] for name, values in columns["sessions"].items()}
     problem = None
@@ -880,10 +929,10 @@ def _task_tables(task: Task, spill: _Spill) -> tuple[list[_SessionTables],
     kept: list[_SessionTables] = []
     duplicates: list[dict[str, Any]] = []
     groups: dict[str, list[_SessionTables]] = {}
-    rules = _task_rules()
+    facts = _task_facts()
     try:
         for ref in task.sessions:
-            read = _session_tables(ref, spill, rules)
+            read = _session_tables(ref, spill, facts)
             groups.setdefault(read.session_id, []).append(read)
     finally:
         spill.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from ..gcpause import gc_paused
@@ -46,14 +46,16 @@ def extract_facts(text: str, *, rules: FactRules = DEFAULT_RULES) -> set[str]:
 
 
 def facts_at_risk_by_replace(log: LogData, rules: FactRules = DEFAULT_RULES, *,
-                             traces: list[Bracket] | None = None, bar: Any = None
+                             traces: list[Bracket] | None = None, bar: Any = None,
+                             memo: MutableMapping[tuple[str, str], Raw] | None = None
                              ) -> dict[int, list[str]]:
     """For each replace, `facts_at_risk` of what it hid against the surface once it
     settled. The surface is rebuilt from the entries alone (log-only events do not move
     it); the entries' texts are decoded in one batch, each stripped and folded once for
     the kept side, and each distinct hidden text is matched once (`texts_at_risk`'s
     memo). `bar.update(1)`, when a bar is given, is called once a replace; `traces` are
-    the log's `brackets` when already found."""
+    the log's `brackets` when already found; `memo` (`texts_at_risk`'s, of these rules)
+    is kept by a caller that audits many logs with the same rules."""
     wanted = settle_points(log, brackets(log) if traces is None else traces)
     replaces = {p.seq: p for p in log.replaces}
     entries = log.entries
@@ -71,7 +73,8 @@ def facts_at_risk_by_replace(log: LogData, rules: FactRules = DEFAULT_RULES, *,
         return KeptText("\n".join([stripped[s] for s in nodes]),
                         "\n".join([folded[s] for s in nodes]))
 
-    memo: dict[tuple[str, str], Raw] = {}
+    if memo is None:
+        memo = {}
     nodes: list[int] = []
     done = 0
     at_risk: dict[int, list[str]] = {}

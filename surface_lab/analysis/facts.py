@@ -14,7 +14,7 @@ import math
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import cached_property, lru_cache
 from typing import Any
@@ -696,7 +696,8 @@ def facts_at_risk(hidden: Sequence[Mapping[str, Any]], kept: Sequence[Mapping[st
 
 def texts_at_risk(hidden: Iterable[tuple[str, str]], kept: Sequence[str] | KeptText, *,
                   rules: FactRules = DEFAULT_RULES, ignore: Iterable[str] = (),
-                  memo: dict[tuple[str, str], Raw] | None = None) -> list[Mention]:
+                  memo: MutableMapping[tuple[str, str], Raw] | None = None
+                  ) -> list[Mention]:
     """`facts_at_risk` from texts: the hidden (text, author) pairs, the kept texts (or
     their `KeptText`) and the mentions never to report (`facts_at_risk` ignores the names
     of the tools called in either, when `rules.ignore_tool_names`).
