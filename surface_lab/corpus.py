@@ -578,15 +578,16 @@ def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
 
 
 class _TextMemo(MutableMapping[tuple[str, str], Any]):
-    """`texts_at_risk`'s memo for a task's sessions: each distinct hidden (text, author)
-    is matched once a task, not once a session (sessions of one project hide the same
-    file reads, instructions and tool outputs). Keyed by a 128-bit digest of the text,
-    so it holds the mentions, never the texts (memory: a task of many small sessions
-    would hold all their hidden texts); at most `_MEMO_TEXTS` of them, then forgotten
-    together, as the rules' own memos are."""
+    """`texts_at_risk`'s memo of the default rules, for every session a process builds:
+    each distinct hidden (text, author) is matched once, not once a session (sessions of
+    one project hide the same file reads, instructions and tool outputs). Keyed by a
+    128-bit digest of the text, so it holds the mentions found, never the texts; at most
+    about `_MEMO_BYTES` of them (counted by their text's length), then forgotten
+    together, as the rules' own memos are: a bound of its own, whatever the corpus."""
 
     def __init__(self) -> None:
         self._found: dict[tuple[bytes, str], Any] = {}
+        self._held = 0
 
     @staticmethod
     def _key(key: tuple[str, str]) -> tuple[bytes, str]:
@@ -600,9 +601,12 @@ class _TextMemo(MutableMapping[tuple[str, str], Any]):
         return self._found[self._key(key)]
 
     def __setitem__(self, key: tuple[str, str], value: Any) -> None:
-        if len(self._found) >= _MEMO_TEXTS:
+        size = _MEMO_ENTRY + sum(_MEMO_ENTRY + len(mention) for mention, _, _ in value)
+        if self._held + size > _MEMO_BYTES:
             self._found.clear()
+            self._held = 0
         self._found[self._key(key)] = value
+        self._held += size
 
     def __delitem__(self, key: tuple[str, str]) -> None:
         del self._found[self._key(key)]
@@ -614,7 +618,8 @@ class _TextMemo(MutableMapping[tuple[str, str], Any]):
         return len(self._found)
 
 
-_MEMO_TEXTS = 1 << 16
+_MEMO_BYTES = 1 << 22  # about what the memo of hidden texts may hold (4 MB)
+_MEMO_ENTRY = 120  # about what an entry or a mention costs beside its text, in bytes
 
 
 @dataclass(frozen=True)
@@ -625,18 +630,32 @@ class _TaskFacts:
     memo: _TextMemo
 
 
+_MEMOS: list[tuple[Any, _TextMemo]] = []
+
+
+def _hidden_texts(rules: Any) -> _TextMemo:
+    """The process's memo of hidden texts for `rules` (the same rules every task, a
+    copy of `DEFAULT_RULES`): kept from task to task of a build (a serial build starts
+    with an empty one; a Dask worker keeps its own); other rules, a new memo."""
+    if not _MEMOS or _MEMOS[0][0] != rules:
+        _MEMOS[:] = [(rules, _TextMemo())]
+    return _MEMOS[0][1]
+
+
 def _task_facts() -> _TaskFacts:
-    """The default fact rules, as a copy of their own for one task, and the task's memo
-    of hidden texts (`_TextMemo`): the rules remember texts they stripped and words they
-    matched (up to 65k of each, kept from every session that used them), which in a
+    """The default fact rules, as a copy of their own for one task, and the memo of
+    hidden texts (`_hidden_texts`): the rules remember texts they stripped and words
+    they matched (up to 65k of each, kept from every session that used them), which in a
     build of thousands of sessions made the peak grow with the corpus; a copy's memos go
     with its task (a copy for each session cost a fifth more time, the memo no longer
-    shared by its task's sessions). The same rules, the same facts."""
+    shared by its task's sessions). The same rules, the same facts. The memo of hidden
+    texts holds no text and has a bound in bytes of its own, so it is kept."""
     import dataclasses
 
     from .analysis.facts import DEFAULT_RULES
 
-    return _TaskFacts(dataclasses.replace(DEFAULT_RULES), _TextMemo())
+    rules = dataclasses.replace(DEFAULT_RULES)
+    return _TaskFacts(rules, _hidden_texts(rules))
 
 
 def _event_slice(log: Any, seqs: range, ids: dict[str, str]) -> Any:
@@ -1289,6 +1308,7 @@ def _build(root: Path, tasks: list[Task], previous: Manifest | None,
            before: dict[str, list[SessionRef]], engine: str, client: Any,
            workers: int | None, progress: bool) -> Manifest:
     """`to_parquet` once the plan is made and the folder is this build's alone."""
+    _MEMOS.clear()  # a build's memo of hidden texts starts empty (its figures, its memory)
     for stale in root.rglob(".part-*.tmp-*"):
         stale.unlink()
     # the previous manifest stays the commit point until this build's replaces it: its

@@ -573,8 +573,12 @@ class _WordMatches:
         return blanks
 
     def _match(self, word: str) -> None:
+        regex = self.kind.regex
+        if regex.search(word) is None:  # most words: nothing to match, nothing blanked
+            self.known[word] = ((), word)
+            return
         mentions, spans = [], []
-        for match in self.kind.regex.finditer(word):
+        for match in regex.finditer(word):
             mention = _mention_of(match)
             if mention:
                 mentions.append(mention)
