@@ -426,3 +426,68 @@ def test_a_build_leaves_the_default_rules_memos_alone(logs: Path, tmp_path: Path
     manifest = corpus.to_parquet(logs, tmp_path / "out", task_mb=0.5)
     assert manifest.tables["mentions"] and sum(f["rows"] for f in manifest.tables["mentions"])
     assert DEFAULT_RULES.__dict__.get("_stripped", {}) == before
+
+
+@pytest.mark.parametrize("held", [0, 1 << 40])
+def test_the_tables_do_not_depend_on_what_the_memo_of_hidden_texts_keeps(
+        logs: Path, serial: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        held: int) -> None:
+    """The memo forgotten at every text (no session reuses another's matches), or never:
+    the same tables as the module's build."""
+    monkeypatch.setattr(corpus, "_MEMO_BYTES", held)
+    out = tmp_path / "out"
+    corpus.to_parquet(logs, out, task_mb=0.5)
+    assert _digests(out) == _digests(serial)
+
+
+def test_a_hidden_text_is_matched_once_a_build(logs: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sessions that hide the same text (the generated ones share their tool outputs)
+    find its mentions once, whichever task they are in; a new build starts afresh."""
+    from surface_lab.analysis import facts
+
+    seen: list[tuple[str, str]] = []
+    raw_mentions = facts._raw_mentions
+
+    def spy(text: str, author: str, rules: Any) -> Any:
+        seen.append((text, author))
+        return raw_mentions(text, author, rules)
+
+    monkeypatch.setattr(facts, "_raw_mentions", spy)
+    corpus.to_parquet(logs, tmp_path / "out", task_mb=0.5)
+    first = list(seen)
+    assert first and len(set(first)) == len(first)
+    seen.clear()
+    corpus.to_parquet(logs, tmp_path / "again", task_mb=0.5)
+    assert seen == first
+
+
+class TestTextMemo:
+    def test_it_holds_digests_and_mentions_never_the_texts(self) -> None:
+        memo = corpus._TextMemo()
+        text = "a hidden tool output " * 100
+        memo[(text, "tool")] = {("output", "path", False): 2}
+        assert memo[(text, "tool")] == {("output", "path", False): 2}
+        assert memo.get((text, "user")) is None and memo.get(("other", "tool")) is None
+        assert [len(digest) for digest, _ in memo._found] == [16]
+        with pytest.raises(TypeError, match="holds digests, not texts"):
+            list(memo)
+
+    def test_it_forgets_everything_past_its_bound(self, monkeypatch: pytest.MonkeyPatch
+                                                  ) -> None:
+        monkeypatch.setattr(corpus, "_MEMO_BYTES", 3 * corpus._MEMO_ENTRY)
+        memo = corpus._TextMemo()
+        memo[("one", "tool")] = {}
+        memo[("two", "tool")] = {}
+        assert len(memo) == 2
+        memo[("three", "tool")] = {("x", "symbol", False): 1}  # 2 entries' worth more
+        assert len(memo) == 1 and memo.get(("one", "tool")) is None
+
+    def test_other_rules_get_a_memo_of_their_own(self) -> None:
+        import dataclasses
+
+        from surface_lab.analysis.facts import DEFAULT_RULES, LEGACY_RULES
+
+        default = corpus._hidden_texts(dataclasses.replace(DEFAULT_RULES))
+        assert corpus._hidden_texts(dataclasses.replace(DEFAULT_RULES)) is default
+        assert corpus._hidden_texts(LEGACY_RULES) is not default
