@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,15 +74,19 @@ def _sniff(path: Path) -> tuple[list[dict[str, Any]], bytes]:
     """The JSON object lines among the first 50 lines of the file, and its first bytes."""
     with open(path, "rb") as f:
         head = f.read(PEEK_BYTES)
-    records = []
+    return list(_objects(head)), head
+
+
+def _objects(head: bytes) -> Iterator[dict[str, Any]]:
+    """The JSON object lines among the first 50 lines of `head`, parsed as they are
+    asked for (a surface log is told by its first)."""
     for line in head.splitlines()[:50]:
         try:  # orjson (jsonvalue.loads) refuses nesting past 1024 levels, never recursing
             value = loads(line)
         except ValueError:
             continue
         if isinstance(value, dict):
-            records.append(value)
-    return records, head
+            yield value
 
 
 _NO_DOCUMENT = object()
@@ -122,13 +127,16 @@ def _looks_like_output_jsonl(records: list[dict[str, Any]], head: bytes) -> bool
 
 def _detect(path: Path) -> tuple[str | None, str | None, bool]:
     """(importer format, unsupported agent, is JSON) of a file."""
-    records, head = _sniff(path)
-    if records:
-        first = records[0]
+    with open(path, "rb") as f:
+        head = f.read(PEEK_BYTES)
+    first = next(_objects(head), None)  # a pi or surface log is told by its first record
+    if first is not None:
         if is_pi_header(first):
             return "pi", None, True
         if first.get("type") == "session" and "createdAt" in first:
             return None, None, True
+    records = list(_objects(head))
+    if records:
         if looks_like_codex(records):
             return "codex", None, True
         if _looks_like_output_jsonl(records, head):
