@@ -864,6 +864,15 @@ def _best(copies: list[_SessionTables]) -> _SessionTables:
     return min(copies, key=lambda c: (c.errors, -c.events, c.key))
 
 
+def _cast_held(table: Any, schema: Any) -> Any:
+    """`table.cast(schema)` for a table of the held schema (`_HELD`): only the columns
+    held as codes are cast (a table's cast casts every column, a call each)."""
+    for i, (held, wanted) in enumerate(zip(table.schema, schema, strict=True)):
+        if held.type != wanted.type:
+            table = table.set_column(i, wanted, table.column(i).cast(wanted.type))
+    return table.replace_schema_metadata(schema.metadata)
+
+
 class _Spill:
     """A task's sessions set aside as they are read: each table's rows kept as Arrow
     batches while they come to less than `SPILL_HELD_BYTES`, past that in an Arrow IPC
@@ -889,7 +898,7 @@ class _Spill:
         parts: list[Any] = []
         for start in range(0, table.num_rows, ROW_GROUP):
             part = table.slice(start, ROW_GROUP)
-            for batch in (part if same else part.cast(schema)).to_batches():
+            for batch in (part if same else _cast_held(part, schema)).to_batches():
                 size = batch.get_total_buffer_size()  # a slice holds its whole buffers
                 if self._held + size <= SPILL_HELD_BYTES:
                     self._held += size
