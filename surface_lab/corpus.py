@@ -881,11 +881,10 @@ class _Spill:
     session in the files' order once every copy of every id is known."""
 
     def __init__(self, folder: Path) -> None:
-        import pyarrow as pa
-
         self._paths = {name: folder / f"{name}.arrow" for name in TABLES}
-        self._writers = {name: pa.ipc.new_file(str(self._paths[name]), schema)
-                         for name, schema in _schemas().items()}
+        # a table's file is made with its first batch past the held bytes: a task of
+        # small sessions makes none
+        self._writers: dict[str, Any] = {}
         self._batches = dict.fromkeys(TABLES, 0)
         self._held = 0
 
@@ -904,6 +903,10 @@ class _Spill:
                     self._held += size
                     parts.append(batch)
                     continue
+                if name not in self._writers:
+                    import pyarrow as pa
+
+                    self._writers[name] = pa.ipc.new_file(str(self._paths[name]), schema)
                 self._writers[name].write_batch(batch)
                 parts.append(self._batches[name])
                 self._batches[name] += 1
@@ -924,8 +927,11 @@ class _Spill:
         import pyarrow as pa
 
         schema = _schemas()[name]
-        with pa.OSFile(str(self._paths[name])) as f:  # read, not mapped: pages let go
-            spill = pa.ipc.open_file(f)
+        with contextlib.ExitStack() as stack:
+            spill: Any = None
+            if name in self._writers:  # read, not mapped: pages let go
+                spill = pa.ipc.open_file(stack.enter_context(
+                    pa.OSFile(str(self._paths[name]))))
 
             def batch(part: Any) -> Any:
                 return spill.get_batch(part) if isinstance(part, int) else part
