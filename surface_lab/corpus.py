@@ -533,7 +533,10 @@ def _session_columns(ref: SessionRef, box: list[Any], session_id: str, fmt: str,
     at_risk: dict[int, list[str]] = {}
     if rep["seq"]:
         with gc_paused():  # many acyclic texts
-            at_risk = facts_at_risk_by_replace(log, facts.rules, memo=facts.memo)
+            try:
+                at_risk = facts_at_risk_by_replace(log, facts.rules, memo=facts.memo)
+            finally:
+                facts.memo.session.clear()  # the session's texts are let go with it
     # the evidence walk reads again only the texts the facts did not decode; then what
     # the audit kept for its own later questions (texts, brackets, ledger) is let go
     _add_lost_evidence(tables["lost_evidence"], log, ids)
@@ -583,11 +586,16 @@ class _TextMemo(MutableMapping[tuple[str, str], Any]):
     one project hide the same file reads, instructions and tool outputs). Keyed by a
     128-bit digest of the text, so it holds the mentions found, never the texts; at most
     about `_MEMO_BYTES` of them (counted by their text's length), then forgotten
-    together, as the rules' own memos are: a bound of its own, whatever the corpus."""
+    together, as the rules' own memos are: a bound of its own, whatever the corpus. In
+    front of it, `session`: the session's own memo by text (what the audit keeps for one
+    log, unbounded as there), emptied once the session's facts are found."""
 
     def __init__(self) -> None:
         self._found: dict[tuple[bytes, str], Any] = {}
         self._held = 0
+        # the session's own memo in front, by text, unbounded as the audit's own is: a
+        # large session's repeats stay matched once when the bound empties the rest
+        self.session: dict[tuple[str, str], Any] = {}
 
     @staticmethod
     def _key(key: tuple[str, str]) -> tuple[bytes, str]:
@@ -598,9 +606,13 @@ class _TextMemo(MutableMapping[tuple[str, str], Any]):
                                 digest_size=16).digest(), author)
 
     def __getitem__(self, key: tuple[str, str]) -> Any:
-        return self._found[self._key(key)]
+        found = self.session.get(key)
+        if found is None:
+            found = self.session[key] = self._found[self._key(key)]
+        return found
 
     def __setitem__(self, key: tuple[str, str], value: Any) -> None:
+        self.session[key] = value
         size = _MEMO_ENTRY + sum(_MEMO_ENTRY + len(mention) for mention, _, _ in value)
         if self._held + size > _MEMO_BYTES:
             self._found.clear()
@@ -609,6 +621,7 @@ class _TextMemo(MutableMapping[tuple[str, str], Any]):
         self._held += size
 
     def __delitem__(self, key: tuple[str, str]) -> None:
+        self.session.pop(key, None)
         del self._found[self._key(key)]
 
     def __iter__(self) -> Iterator[tuple[str, str]]:

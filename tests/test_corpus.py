@@ -460,6 +460,7 @@ def test_a_hidden_text_is_matched_once_a_build(logs: Path, tmp_path: Path,
     seen.clear()
     corpus.to_parquet(logs, tmp_path / "again", task_mb=0.5)
     assert seen == first
+    assert corpus._MEMOS and not corpus._MEMOS[0][1].session  # no session's texts kept
 
 
 class TestTextMemo:
@@ -469,6 +470,9 @@ class TestTextMemo:
         memo[(text, "tool")] = {("output", "path", False): 2}
         assert memo[(text, "tool")] == {("output", "path", False): 2}
         assert memo.get((text, "user")) is None and memo.get(("other", "tool")) is None
+        memo.session.clear()  # what a build does once a session's facts are found
+        assert memo[(text, "tool")] == {("output", "path", False): 2}
+        memo.session.clear()
         assert [len(digest) for digest, _ in memo._found] == [16]
         with pytest.raises(TypeError, match="holds digests, not texts"):
             list(memo)
@@ -481,7 +485,10 @@ class TestTextMemo:
         memo[("two", "tool")] = {}
         assert len(memo) == 2
         memo[("three", "tool")] = {("x", "symbol", False): 1}  # 2 entries' worth more
-        assert len(memo) == 1 and memo.get(("one", "tool")) is None
+        assert len(memo) == 1
+        assert memo.get(("one", "tool")) == {}  # the session's own memo keeps it
+        memo.session.clear()
+        assert memo.get(("one", "tool")) is None
 
     def test_other_rules_get_a_memo_of_their_own(self) -> None:
         import dataclasses
