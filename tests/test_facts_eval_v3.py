@@ -169,6 +169,22 @@ class TestCappedAndKeyRecall:
         assert figures["facts capped recall@10 (normalised)"] == (8, 13)
         assert figures["facts capped recall@10 (exact)"] == (7, 13)
 
+    def test_recall_per_replace_is_the_mean_of_each_replaces_recall(
+            self, counted: list[dict[str, float]]) -> None:
+        figures = evaluate.figures(counted)
+        # r1: 6 of 15 in its top 10 (5 of the kind); r2: 2 of 3; every replace weighs the same
+        hits, n = figures["facts recall@10 per replace (normalised)"]  # type: ignore[misc]
+        assert n == 2 and hits == pytest.approx(6 / 15 + 2 / 3)
+        hits, n = figures["facts recall@10 per replace (exact)"]  # type: ignore[misc]
+        assert n == 2 and hits == pytest.approx(5 / 15 + 2 / 3)
+
+    def test_a_replace_without_facts_is_not_in_the_mean(self) -> None:
+        items = {"r2:1": {"label": "fact", "kind": "command"}, "r3:1": {"label": "not"}}
+        got = evaluate.Predicted(items=[("r2:1", "command", "no"), ("r3:1", "command", "no")])
+        counts = [evaluate.count(_case("r2", 1), got, items, {}),
+                  evaluate.count(_case("r3", 1), got, items, {})]
+        assert evaluate.figures(counts)["facts recall@10 per replace (exact)"] == (1, 1)
+
     def test_key_fact_recall(self, counted: list[dict[str, float]]) -> None:
         figures = evaluate.figures(counted)
         # keys r1:1-4 and r2:3; in the top 10: r1:1, r1:2, r1:3 (kind error: not exact)
