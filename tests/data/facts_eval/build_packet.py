@@ -275,10 +275,10 @@ SOURCES_V4 = [
 REPLAYS_V4: dict[str, list[ReplaySpec]] = {
     # 142k estimated tokens: small fitted budgets give replaces of a size one can label
     "cc4d5w": [
-        ("compact5", "", FitCompact(0.05, 0.02), 3),
+        ("compact5", "", FitCompact(0.05, 0.02), 4),
         ("compact10", "", FitCompact(0.10, 0.03), 2),
-        ("prune8k", "Prune(threshold=8192, head=4096, tail=1024)", lambda: Prune(), 2),
-        ("mask5", "MaskObservations(keep_last=5)", lambda: MaskObservations(5), 3),
+        ("prune8k", "Prune(threshold=8192, head=4096, tail=1024)", lambda: Prune(), 3),
+        ("mask5", "MaskObservations(keep_last=5)", lambda: MaskObservations(5), 4),
     ],
 }
 
