@@ -271,15 +271,21 @@ SOURCES_V3R = [
 # trajectories. Chosen, like v3's, before any rule was run on these logs.
 SOURCES_V4 = [
     Source("cc4d5w", HELDOUT + "cc-4d5611e5.jsonl", "claude-code", "real", root="repo"),
+    Source("minisy", HELDOUT + "mini-sympy__sympy-13480.traj.json", "mini-swe-agent", "real",
+           root="repo"),
+    Source("minisk", HELDOUT + "mini-scikit-learn__scikit-learn-10844.traj.json",
+           "mini-swe-agent", "real", root="repo"),
 ]
 REPLAYS_V4: dict[str, list[ReplaySpec]] = {
     # 142k estimated tokens: small fitted budgets give replaces of a size one can label
     "cc4d5w": [
-        ("compact5", "", FitCompact(0.05, 0.02), 4),
+        ("compact5", "", FitCompact(0.05, 0.02), 3),
         ("compact10", "", FitCompact(0.10, 0.03), 2),
-        ("prune8k", "Prune(threshold=8192, head=4096, tail=1024)", lambda: Prune(), 3),
-        ("mask5", "MaskObservations(keep_last=5)", lambda: MaskObservations(5), 4),
+        ("prune8k", "Prune(threshold=8192, head=4096, tail=1024)", lambda: Prune(), 2),
+        ("mask5", "MaskObservations(keep_last=5)", lambda: MaskObservations(5), 3),
     ],
+    "minisy": MINI_REPLAYS_V3,
+    "minisk": MINI_REPLAYS_V3,
 }
 
 @dataclass(frozen=True)
