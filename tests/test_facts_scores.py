@@ -34,11 +34,11 @@ def test_the_scores_on_the_labelled_set_are_the_committed_ones(tmp_path: Path) -
         (EVAL / "labels" / "scores.json").read_text())
 
 
-@pytest.mark.parametrize("packet", ["v3", "v3r"])
+@pytest.mark.parametrize("packet", ["v3", "v3r", "v4"])
 def test_the_held_out_scores_are_the_committed_ones(tmp_path: Path, packet: str) -> None:
     """The reported figures: the rules, tuned on v2 only, scored on the held-out packets
-    (`labels_v3/`, `labels_v3r/`), labelled twice and adjudicated before anyone ran the
-    tuned rules on them."""
+    (`labels_v3/`, `labels_v3r/`, `labels_v4/`), labelled twice and adjudicated before anyone
+    ran the tuned rules on them."""
     require_shared()
     labels = EVAL / f"labels_{packet}"
     out = tmp_path / "scores.json"

@@ -30,8 +30,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 PACKET_ITEMS = HERE / "packet" / "items.jsonl"
 # the committed packets: v2 (development set), v3 and v3r (held out)
-PACKETS = (HERE / "packet", HERE / "packet_v3", HERE / "packet_v3r")
-KEY_PACKETS = ("v3", "v3r")  # packets whose fact lines carry `key`
+PACKETS = (HERE / "packet", HERE / "packet_v3", HERE / "packet_v3r", HERE / "packet_v4")
+KEY_PACKETS = ("v3", "v3r", "v4")  # packets whose fact lines carry `key`
 MAX_KEY = 10  # key facts a replace may have at most
 
 ITEM_LABELS = ("fact", "not", "unmeasurable")

@@ -265,11 +265,34 @@ SOURCES_V3R = [
 ]
 
 
+# Packet v4: held out, to bring the held-out set past 40 replaces (issue 26 point 3a). Replays
+# over the whole real session of v3r (its recorded compaction is v3r's; these replays cut it
+# elsewhere, with budgets fitted to it) and over two more fetched mini-swe-agent
+# trajectories. Chosen, like v3's, before any rule was run on these logs.
+SOURCES_V4 = [
+    Source("cc4d5w", HELDOUT + "cc-4d5611e5.jsonl", "claude-code", "real", root="repo"),
+    Source("minisy", HELDOUT + "mini-sympy__sympy-13480.traj.json", "mini-swe-agent", "real",
+           root="repo"),
+    Source("minisk", HELDOUT + "mini-scikit-learn__scikit-learn-10844.traj.json",
+           "mini-swe-agent", "real", root="repo"),
+]
+REPLAYS_V4: dict[str, list[ReplaySpec]] = {
+    # 142k estimated tokens: small fitted budgets give replaces of a size one can label
+    "cc4d5w": [
+        ("compact5", "", FitCompact(0.05, 0.02), 3),
+        ("compact10", "", FitCompact(0.10, 0.03), 2),
+        ("prune8k", "Prune(threshold=8192, head=4096, tail=1024)", lambda: Prune(), 2),
+        ("mask5", "MaskObservations(keep_last=5)", lambda: MaskObservations(5), 3),
+    ],
+    "minisy": MINI_REPLAYS_V3,
+    "minisk": MINI_REPLAYS_V3,
+}
+
 @dataclass(frozen=True)
 class PacketSet:
     """One packet: its sources and replays, where it is written, how many actions a page
-    shows after a replace, whether INDEX.md splits it into two halves, and whether it is held
-    out (its labels then carry `key`)."""
+    shows after a replace, whether INDEX.md splits it into two halves, whether it is held
+    out (its labels then carry `key`), and whether its logs' recorded replaces are in it."""
 
     name: str
     sources: Sequence[Source]
@@ -279,6 +302,7 @@ class PacketSet:
                                           ACTIONS_RECORDED_ALL)
     halves: bool = False
     held_out: bool = False  # its fact labels carry `key`; INDEX.md says it is held out
+    recorded: bool = True  # its logs' recorded replaces are taken (v4: they are v3r's)
 
 
 SETS = {
@@ -288,6 +312,8 @@ SETS = {
                     actions=(10, 14, 40, 55), halves=True, held_out=True),
     "v3r": PacketSet("v3r", SOURCES_V3R, {}, HERE / "packet_v3r", actions=(10, 14, 40, 55),
                      held_out=True),
+    "v4": PacketSet("v4", SOURCES_V4, REPLAYS_V4, HERE / "packet_v4",
+                    actions=(10, 14, 40, 55), halves=True, held_out=True, recorded=False),
 }
 
 
@@ -557,7 +583,7 @@ def collect(packet: PacketSet | None = None) -> list[Replace]:
     out: list[Replace] = []
     for source in packet.sources:
         loaded = load(source)
-        for seq, run, after in fold_replaces(loaded.events):
+        for seq, run, after in fold_replaces(loaded.events) if packet.recorded else ():
             out.append(Replace(f"{source.name}-rec-s{seq}", source, "recorded",
                                "recorded compaction", loaded.events, seq, run, after,
                                loaded.where))
@@ -943,7 +969,8 @@ def differences(files: Mapping[str, str], target: Path) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", choices=sorted(SETS), default="v2",
-                        help="which packet: v2 (the development set, default) or v3 (held out)")
+                        help="which packet: v2 (the development set, default), or v3, "
+                        "v3r, v4 (held out)")
     parser.add_argument("--check", action="store_true",
                         help="compare with the committed packet instead of writing it")
     parser.add_argument("--out", type=Path, help="where to write (default: the set's folder)")

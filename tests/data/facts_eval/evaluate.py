@@ -1,6 +1,6 @@
 """Score the fact and evidence rules against an adjudicated label file (issue 26, point 3c).
 
-    python tests/data/facts_eval/evaluate.py LABELS.jsonl [--packet v2|v3] [--json OUT.json]
+    python tests/data/facts_eval/evaluate.py LABELS.jsonl [--packet v2|v3|...] [--json OUT.json]
         [--md OUT.md] [--resamples 2000] [--seed 26]
 
 Rebuilds every packet replace's log with `build_packet.py`'s own functions (so the ids
@@ -16,6 +16,8 @@ and reports, old beside new, for all replaces and for recorded and replay replac
   `fact` (summed over replaces);
 * facts capped recall@10: the same hits over min(10, the replace's facts), summed (the
   standard capped recall: a replace hiding 100 facts can hold only 10 in a top 10);
+* facts recall@10 per replace: the mean over replaces with a fact of each one's recall@10
+  (the macro average: every replace weighs the same, however many facts it hides);
 * key-fact recall@10, where the labels carry `key` (packet v3): key facts in the top 10
   over key facts;
 * facts precision: of every item reported, the share labelled `fact`;
@@ -200,6 +202,9 @@ def count(case: Case, got: Predicted, items: Mapping[str, Mapping[str, Any]],
     c["top_hit_norm"] = sum(i in gold for i, _, _ in top)
     c["top_hit_exact"] = sum(i in gold and mine[i].get("kind") == k for i, k, _ in top)
     c["gold_capped"] = min(TOP, len(gold))
+    c["has_facts"] = 1 if gold else 0  # the per-replace mean counts replaces with facts
+    c["top_share_norm"] = c["top_hit_norm"] / len(gold) if gold else 0
+    c["top_share_exact"] = c["top_hit_exact"] / len(gold) if gold else 0
     if key:
         keys = {i for i in gold if mine[i].get("key") is True}
         c["gold_key"] = len(keys)
@@ -249,6 +254,9 @@ def figures(counts: Sequence[Counts]) -> dict[str, tuple[float, float] | None]:
         "facts recall@10 (normalised)": (total("top_hit_norm"), total("gold_facts")),
         "facts capped recall@10 (exact)": (total("top_hit_exact"), total("gold_capped")),
         "facts capped recall@10 (normalised)": (total("top_hit_norm"), total("gold_capped")),
+        "facts recall@10 per replace (exact)": (total("top_share_exact"), total("has_facts")),
+        "facts recall@10 per replace (normalised)": (total("top_share_norm"),
+                                                     total("has_facts")),
     }
     if any("gold_key" in c for c in counts):
         out["key-fact recall@10 (exact)"] = (total("top_key_exact"), total("gold_key"))
@@ -352,15 +360,16 @@ def markdown(report: Mapping[str, Any]) -> str:
                     continue
                 interval = ("" if row["low"] is None else
                             f" [{row['low']:.2f}, {row['high']:.2f}]")
-                cells.append(f"{row['value']:.2f}{interval} "
-                             f"({row['hits']:g}/{row['n']:g})")
+                hits = row["hits"]  # a sum of shares for the per-replace mean
+                hits = f"{hits:g}" if float(hits).is_integer() else f"{hits:.1f}"
+                cells.append(f"{row['value']:.2f}{interval} ({hits}/{row['n']:g})")
             lines.append(f"| {fig} | {group} | " + " | ".join(cells) + " |")
     del first
     return "\n".join(lines) + "\n"
 
 
 def packet_cases(packet: str = "v2") -> list[Case]:
-    """Every replace of packet `packet` (v2, v3, v3r, or several joined by `+`), rebuilt
+    """Every replace of packet `packet` (v2, v3, v3r, v4, or several joined by `+`), rebuilt
     with build_packet.py's own functions."""
     import build_packet
 
@@ -372,10 +381,11 @@ def packet_cases(packet: str = "v2") -> list[Case]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("labels", type=Path, help="adjudicated labels (GUIDELINES.md JSONL)")
-    parser.add_argument("--packet", choices=("v2", "v3", "v3r", "v3+v3r"), default="v2",
+    parser.add_argument("--packet", choices=("v2", "v3", "v3r", "v4", "v3+v3r", "v3+v3r+v4"),
+                        default="v2",
                         help="the packet the labels are of: v2 (development set, default), "
-                        "v3 or v3r (held out: replays, and a real session's recorded "
-                        "compactions), or both held-out packets at once")
+                        "v3, v3r or v4 (held out: replays, a real session's recorded "
+                        "compactions, more replays), or held-out packets at once")
     parser.add_argument("--json", type=Path, help="write the figures as JSON here")
     parser.add_argument("--md", type=Path, help="write the Markdown table here")
     parser.add_argument("--resamples", type=int, default=2000)
