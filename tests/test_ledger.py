@@ -682,9 +682,9 @@ class TestSurfaceMatchingShortcuts:
     surface's words; they must answer as the plain reading of the joined surface does."""
 
     # (Greek sigmas in three forms and a dotted capital I: lowering is context-sensitive)
-    TEXTS = st.lists(st.sampled_from(
-        [*"abcxyz019_./- \n\t\u00a0\u03a3\u03c3\u03c2A\u0130\u00df,:;!?()", "ver",
-         "path/to.py", "\u0391\u03a3"]), max_size=40).map("".join)
+    TEXTS_CHARS = (*"abcxyz019_./- \n\t\u00a0\u03a3\u03c3\u03c2A\u0130\u00df,:;!?()",
+                   "ver", "path/to.py", "\u0391\u03a3")
+    TEXTS = st.lists(st.sampled_from(TEXTS_CHARS), max_size=40).map("".join)
 
     LINES = st.lists(st.sampled_from([
         "Error: x", "ValueError: bad", "error[E0308]: m", "ERROR x", "FAILED t", "FAIL x",
@@ -787,3 +787,25 @@ class TestSurfaceMatchingShortcuts:
         plain = ("yes" if low and low[:200] in kept.spaced else
                  "yes" if share >= 0.8 else "partly" if share >= 0.4 else "no")
         assert kept.said(text) == plain
+
+    def test_the_ascii_whitespace_is_every_ascii_character_split_cuts_at(self) -> None:
+        from surface_lab.analysis.ledger import ASCII_WHITESPACE
+
+        every = "".join(c for c in map(chr, range(128)) if c.isspace() and c != " ")
+        assert every == ASCII_WHITESPACE
+
+    @settings(max_examples=500, deadline=None)
+    @given(st.lists(st.sampled_from([*TEXTS_CHARS, "\u2028", "\u3000", "\x1c", "\x85", "\r\n",
+                                     "    ", "\u0130", "X", "\x0b\x0c", "\x1d\x1f", "AbC",
+                                     "  \t "]), max_size=60).map("".join))
+    def test_spaced_lower_is_the_lowered_text_split_and_joined(self, text: str) -> None:
+        from surface_lab.analysis.ledger import spaced_lower
+
+        assert spaced_lower(text) == " ".join(text.lower().split())
+
+    @settings(max_examples=500, deadline=None)
+    @given(st.text(st.sampled_from([chr(c) for c in range(128)]), max_size=80))
+    def test_spaced_lower_of_an_ascii_text(self, text: str) -> None:
+        from surface_lab.analysis.ledger import spaced_lower
+
+        assert spaced_lower(text) == " ".join(text.lower().split())

@@ -1003,8 +1003,27 @@ class _Parts:
     def spaced(self, seq: int) -> str:
         got = self._spaced.get(seq)
         if got is None:
-            got = self._spaced[seq] = " ".join(self.texts.get(seq, "").lower().split())
+            got = self._spaced[seq] = spaced_lower(self.texts.get(seq, ""))
         return got
+
+
+# the ASCII characters `str.split()` cuts at (`str.isspace`) besides the space
+ASCII_WHITESPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f"
+
+
+def spaced_lower(text: str) -> str:
+    """`" ".join(text.lower().split())`; of an ASCII text without a string per word:
+    each whitespace character made a space, runs of spaces halved until none is left,
+    the ends stripped."""
+    if not text.isascii():
+        return " ".join(text.lower().split())
+    out = text.lower()
+    for char in ASCII_WHITESPACE:
+        if char in out:
+            out = out.replace(char, " ")
+    while "  " in out:
+        out = out.replace("  ", " ")
+    return out.strip(" ")
 
 
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_./-")  # `_WORD`'s class
