@@ -809,3 +809,18 @@ class TestSurfaceMatchingShortcuts:
         from surface_lab.analysis.ledger import spaced_lower
 
         assert spaced_lower(text) == " ".join(text.lower().split())
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(TEXTS, max_size=6), st.lists(TEXTS, max_size=4), TEXTS)
+    def test_a_text_is_looked_for_in_each_entry_as_in_the_joined_surface(
+            self, parts: list[str], calls: list[str], needle: str) -> None:
+        from surface_lab.analysis.ledger import _Kept, _Parts
+
+        kept = _Kept(list(range(len(parts))), _Parts(dict(enumerate(parts))),
+                     lambda nodes: list(calls))
+        joined = "\n".join(parts)
+        for probe in (needle, needle[:3], joined[1:4], joined[2:], ""):
+            assert kept.holds(probe) == (probe in joined)
+            assert kept.calls_hold(probe) == (probe in "\n".join(calls))
+        assert kept.text == joined and kept.calls == "\n".join(calls)
+        assert kept.holds(needle) == (needle in joined)

@@ -22,7 +22,8 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from itertools import accumulate
+from itertools import accumulate, repeat
+from operator import contains
 from typing import Any, cast
 
 import msgspec
@@ -1050,18 +1051,46 @@ class _Kept:
                  calls_of: Callable[[list[int]], list[str]]) -> None:
         self.nodes = list(nodes)  # (the walk appends to its list in place)
         self.parts = parts
-        self.text = "\n".join([parts.texts.get(n, "") for n in nodes])
+        self._texts = [parts.texts.get(n, "") for n in nodes]
+        self._text: str | None = None
         self._calls_of = calls_of
+        self._call_lines: list[str] | None = None
         self._calls: str | None = None
         self._spaced: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The entries' texts joined by newlines (joined when first asked: `holds`
+        looks for a text without a newline in each entry instead)."""
+        if self._text is None:
+            self._text = "\n".join(self._texts)
+        return self._text
+
+    def holds(self, needle: str) -> bool:
+        """`needle in self.text`; a needle without a newline lies in one entry (the
+        newlines joining them are none of its characters), so it is looked for in each."""
+        if self._text is not None or "\n" in needle or not needle:
+            return needle in self.text
+        return any(map(contains, self._texts, repeat(needle)))
 
     @property
     def calls(self) -> str:
         """The name and arguments of each call on the surface, one a line (worked out
         when first asked: most facts are found in the text)."""
         if self._calls is None:
-            self._calls = "\n".join(self._calls_of(self.nodes))
+            self._calls = "\n".join(self._lines_of_calls())
         return self._calls
+
+    def _lines_of_calls(self) -> list[str]:
+        if self._call_lines is None:
+            self._call_lines = self._calls_of(self.nodes)
+        return self._call_lines
+
+    def calls_hold(self, needle: str) -> bool:
+        """`needle in self.calls`, looked for as `holds` looks."""
+        if self._calls is not None or "\n" in needle or not needle:
+            return needle in self.calls
+        return any(map(contains, self._lines_of_calls(), repeat(needle)))
 
     @property
     def spaced(self) -> str:
@@ -1074,11 +1103,11 @@ class _Kept:
 
     def path(self, path: str) -> str:
         wanted, base = _path_search(path)
-        if any(f in self.text for f in wanted):
+        if any(map(self.holds, wanted)):
             return "yes"
-        if any(f in self.calls for f in wanted):
+        if any(map(self.calls_hold, wanted)):
             return "partly"
-        if "." in base.strip(".") and len(base) >= 6 and base in self.text and re.search(
+        if "." in base.strip(".") and len(base) >= 6 and self.holds(base) and re.search(
                 r"(?<![\w./-])" + re.escape(base) + r"(?![\w/-]|\.\w)", self.text):
             return "partly"  # named by its file name alone: which file is not said
         return "no"
@@ -1119,16 +1148,16 @@ def _kept(kind: str, use: ToolUse | None, text: str, kept: _Kept) -> str:
     if kind in ("instruction", "decision", "other", "finding"):
         return kept.said(text)
     if kind == "identifier":
-        return "yes" if text in kept.text else "no"
+        return "yes" if kept.holds(text) else "no"
     if use is None:
         return kept.said(text)
     if use.kind in ("file-read", "file-edit", "file-create"):
         return kept.path(use.target) if use.target else "no"
     command = use.target
-    if command and command[:120] in kept.text:
+    if command and kept.holds(command[:120]):
         outcome = text.split(" -> ", 1)[-1] if " -> " in text else text.split(": ", 1)[-1]
-        return "yes" if outcome and outcome[:60] in kept.text else "partly"
-    if command and command[:120] in kept.calls:
+        return "yes" if outcome and kept.holds(outcome[:60]) else "partly"
+    if command and kept.calls_hold(command[:120]):
         return "partly"
     return "no"
 
