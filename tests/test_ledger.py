@@ -682,9 +682,9 @@ class TestSurfaceMatchingShortcuts:
     surface's words; they must answer as the plain reading of the joined surface does."""
 
     # (Greek sigmas in three forms and a dotted capital I: lowering is context-sensitive)
-    TEXTS = st.lists(st.sampled_from(
-        [*"abcxyz019_./- \n\t\u00a0\u03a3\u03c3\u03c2A\u0130\u00df,:;!?()", "ver",
-         "path/to.py", "\u0391\u03a3"]), max_size=40).map("".join)
+    TEXTS_CHARS = (*"abcxyz019_./- \n\t\u00a0\u03a3\u03c3\u03c2A\u0130\u00df,:;!?()",
+                   "ver", "path/to.py", "\u0391\u03a3")
+    TEXTS = st.lists(st.sampled_from(TEXTS_CHARS), max_size=40).map("".join)
 
     LINES = st.lists(st.sampled_from([
         "Error: x", "ValueError: bad", "error[E0308]: m", "ERROR x", "FAILED t", "FAIL x",
@@ -742,3 +742,85 @@ class TestSurfaceMatchingShortcuts:
 
         spaced = " ".join(text.split())
         assert _short(text, n) == (spaced if len(spaced) <= n else spaced[: n - 1] + "…")
+
+    # exit-code wordings in odd cases and the letters re.I folds (U+0131, U+0130, U+212A, U+017F)
+    EXITS = st.lists(st.sampled_from([
+        "exit code 1", "EXIT STATUS: 2", "Exited with code 3", "exit_code>4", "returncode=5",
+        "ReturnCode 6", "Process exited with code 7", "ex\u0131t code 8", "ex\u0130t code 9",
+        "EX\u0130T status 1", "retur ncode 1", "exi t code", "x", "it", "code 1", "\n", " ",
+        "e", "\u212a", "\u017f", "-1", "0"]), max_size=12).map("".join)
+
+    @settings(max_examples=500, deadline=None)
+    @given(EXITS, st.integers(min_value=0, max_value=900))
+    def test_the_quick_test_before_the_exit_pattern_changes_no_answer(
+            self, text: str, pad: int) -> None:
+        from surface_lab.analysis.ledger import _EXIT, _exit_code
+
+        for whole in (text, "y" * pad + text, text + "y" * pad, text + "y" * pad + text):
+            m = _EXIT.search(whole[:400]) or (_EXIT.search(whole[-400:]) if len(whole) > 400
+                                              else None)
+            assert _exit_code(whole) == (int(m.group(1)) if m else None)
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.sampled_from(["", " ", "a", "b c", "\t", "\u00a0"]), max_size=8),
+           st.sampled_from(["\n", "\r", "\r\n", "\x0b", "\u2028", "\x1c"]),
+           st.integers(min_value=0, max_value=2100))
+    def test_the_first_line_is_looked_for_in_the_opening_first(
+            self, lines: list[str], end: str, pad: int) -> None:
+        from surface_lab.analysis.ledger import _first_line
+
+        for text in (end.join(lines), " " * pad + end.join(lines),
+                     end * (pad // 2) + end.join(lines), "x" * pad + end + end.join(lines),
+                     " " * (pad - 1) + "\r\nq" if pad else "\r\nq"):
+            plain = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+            assert _first_line(text) == plain
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(TEXTS, max_size=6), TEXTS)
+    def test_said_stops_counting_words_once_the_band_is_known(
+            self, parts: list[str], text: str) -> None:
+        from surface_lab.analysis.ledger import _Kept, _Parts
+
+        kept = _Kept(list(range(len(parts))), _Parts(dict(enumerate(parts))), [])
+        low = " ".join(text.lower().split())
+        share = kept.share(low)
+        plain = ("yes" if low and low[:200] in kept.spaced else
+                 "yes" if share >= 0.8 else "partly" if share >= 0.4 else "no")
+        assert kept.said(text) == plain
+
+    def test_the_ascii_whitespace_is_every_ascii_character_split_cuts_at(self) -> None:
+        from surface_lab.analysis.ledger import ASCII_WHITESPACE
+
+        every = "".join(c for c in map(chr, range(128)) if c.isspace() and c != " ")
+        assert every == ASCII_WHITESPACE
+
+    @settings(max_examples=500, deadline=None)
+    @given(st.lists(st.sampled_from([*TEXTS_CHARS, "\u2028", "\u3000", "\x1c", "\x85", "\r\n",
+                                     "    ", "\u0130", "X", "\x0b\x0c", "\x1d\x1f", "AbC",
+                                     "  \t "]), max_size=60).map("".join))
+    def test_spaced_lower_is_the_lowered_text_split_and_joined(self, text: str) -> None:
+        from surface_lab.analysis.ledger import spaced_lower
+
+        assert spaced_lower(text) == " ".join(text.lower().split())
+
+    @settings(max_examples=500, deadline=None)
+    @given(st.text(st.sampled_from([chr(c) for c in range(128)]), max_size=80))
+    def test_spaced_lower_of_an_ascii_text(self, text: str) -> None:
+        from surface_lab.analysis.ledger import spaced_lower
+
+        assert spaced_lower(text) == " ".join(text.lower().split())
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(TEXTS, max_size=6), st.lists(TEXTS, max_size=4), TEXTS)
+    def test_a_text_is_looked_for_in_each_entry_as_in_the_joined_surface(
+            self, parts: list[str], calls: list[str], needle: str) -> None:
+        from surface_lab.analysis.ledger import _Kept, _Parts
+
+        kept = _Kept(list(range(len(parts))), _Parts(dict(enumerate(parts))),
+                     lambda nodes: list(calls))
+        joined = "\n".join(parts)
+        for probe in (needle, needle[:3], joined[1:4], joined[2:], ""):
+            assert kept.holds(probe) == (probe in joined)
+            assert kept.calls_hold(probe) == (probe in "\n".join(calls))
+        assert kept.text == joined and kept.calls == "\n".join(calls)
+        assert kept.holds(needle) == (needle in joined)

@@ -22,8 +22,9 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from itertools import accumulate
-from typing import Any
+from itertools import accumulate, repeat
+from operator import contains
+from typing import Any, cast
 
 import msgspec
 
@@ -640,8 +641,21 @@ def is_redacted(text: str) -> bool:
     return not rest.strip(" \n\t.,;:-")
 
 
+def _may_exit(part: str) -> bool:
+    """Whether `_EXIT` can match in `part` (a quick test before the pattern): a match
+    holds `exit` or `returncode` in any case, and lowered those read `xit` (or x, U+0069
+    U+0307, t and x, U+0131, t where the i was U+0130 or U+0131, which match i under
+    re.I) or `returncode`."""
+    low = part.lower()
+    return "xit" in low or "returncode" in low or "x\u0131t" in low or "xi\u0307t" in low
+
+
 def _exit_code(text: str) -> int | None:
-    m = _EXIT.search(text[:400]) or (_EXIT.search(text[-400:]) if len(text) > 400 else None)
+    head = text[:400]
+    m = _EXIT.search(head) if _may_exit(head) else None
+    if m is None and len(text) > 400:
+        tail = text[-400:]
+        m = _EXIT.search(tail) if _may_exit(tail) else None
     return int(m.group(1)) if m else None
 
 
@@ -679,6 +693,16 @@ def path_forms(path: str) -> list[str]:
     for i in range(1, max(len(parts) - 1, 1)):
         forms.add("/".join(parts[i:]))
     return sorted((f for f in forms if f), key=len)
+
+
+@lru_cache(maxsize=1 << 14)
+def _path_search(path: str) -> tuple[tuple[str, ...], str]:
+    """(the forms of a path searched for on the surface, its file name): a form holding
+    the shortest one is on the surface only if that one is, so the shortest and the forms
+    that do not hold it (a `a//b` path); worked out once per distinct path."""
+    forms = path_forms(path)
+    wanted = tuple(f for f in forms if f is forms[0] or forms[0] not in f)
+    return wanted, forms[0].rsplit("/", 1)[-1] if forms else ""
 
 
 def _blocks(event: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -727,6 +751,7 @@ class _FailedLine(msgspec.Struct, gc=False):
 
 
 _FAILED = msgspec.json.Decoder(_FailedLine)
+_UNKNOWN: Any = object()  # not worked out yet
 
 
 class _Reader:
@@ -753,13 +778,20 @@ class _Reader:
             self.acts = {s: e.acts for s, e in zip(
                 asked, read_entries(log.events, plans, asked, {}, {}), strict=True)}
         self._call_ids: dict[int, str | None] = {}
+        self._call_of: dict[int, tuple[int, ToolUse] | None] = {}
+        # a packed log's decoded sources, by seq (`LogData.texts` fills this dict in place)
+        self._sources: dict[int, Any] | None = (
+            log.cache.setdefault("sources", {}) if isinstance(log.events, LogEvents)
+            else None)
         self._files: _Paths | None = None
         self.assistants: list[int] | None = None  # the assistant messages' seqs, sorted
         self.calls: dict[str, tuple[int, str, Any]] = {}  # call id -> (seq, name, args)
+        self.calling: set[int] = set()  # the assistant messages with a tool call
         for s, acts in self.acts.items():
             for kind, name, arguments, call_id in acts:
                 if kind == "tool-call":
                     self.calls[str(call_id)] = (s, name, arguments)
+                    self.calling.add(s)
 
     def event(self, seq: int) -> Mapping[str, Any]:
         event = self.events.get(seq)
@@ -769,20 +801,29 @@ class _Reader:
 
     def call_id(self, result_seq: int) -> str | None:
         """The call a tool result answers (worked out once per result)."""
-        if result_seq in self._call_ids:
-            return self._call_ids[result_seq]
-        source = self.log.source_of(result_seq)
+        got = self._call_ids.get(result_seq, _UNKNOWN)
+        if got is not _UNKNOWN:
+            return cast(str | None, got)
+        # a decoded source that is a dict is what `LogData.source_of` gives (no lookup)
+        source = self._sources.get(result_seq) if self._sources is not None else None
+        if type(source) is not dict:
+            source = self.log.source_of(result_seq)
         call_id = source.get("callId") if isinstance(source, Mapping) else None
         got = _call_id(self.event(result_seq)) if call_id is None else str(call_id)
         self._call_ids[result_seq] = got
         return got
 
     def call_of(self, result_seq: int) -> tuple[int, ToolUse] | None:
+        """(the calling message's seq, what the call did) of a tool result, or None
+        (worked out once per result)."""
+        got = self._call_of.get(result_seq, _UNKNOWN)
+        if got is not _UNKNOWN:
+            return cast(tuple[int, ToolUse] | None, got)
         call_id = self.call_id(result_seq)
         found = self.calls.get(call_id) if call_id is not None else None
-        if found is None:
-            return None
-        return found[0], classify_call(found[1], found[2])
+        got = None if found is None else (found[0], classify_call(found[1], found[2]))
+        self._call_of[result_seq] = got
+        return got
 
     def failed(self, result_seq: int) -> bool:
         """`_is_error_result` of a tool result; of a packed log's line, only its data's
@@ -935,8 +976,19 @@ def _result_fact(reader: _Reader, seq: int, text: str, given: ToolUse | None = N
         return "error", f"{_short(label, 100)}: {line or _short(text, 80)}", use
     if line and _FAILURE.search(line):
         return "error", f"{_short(label, 100)}: {line}", use
-    outcome = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return "command", f"{_short(label, 100)} -> {_short(outcome, 80)}", use
+    return "command", f"{_short(label, 100)} -> {_short(_first_line(text), 80)}", use
+
+
+def _first_line(text: str) -> str:
+    """The first line of `text` (as `splitlines` cuts it) that is not blank, stripped;
+    looked for in its opening first (its lines but the last, which may go on, are the
+    text's own)."""
+    if len(text) > 2000:
+        lines = text[:2000].splitlines()
+        for ln in lines[:-1]:
+            if ln.strip():
+                return ln.strip()
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
 
 
 class _Parts:
@@ -952,8 +1004,27 @@ class _Parts:
     def spaced(self, seq: int) -> str:
         got = self._spaced.get(seq)
         if got is None:
-            got = self._spaced[seq] = " ".join(self.texts.get(seq, "").lower().split())
+            got = self._spaced[seq] = spaced_lower(self.texts.get(seq, ""))
         return got
+
+
+# the ASCII characters `str.split()` cuts at (`str.isspace`) besides the space
+ASCII_WHITESPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f"
+
+
+def spaced_lower(text: str) -> str:
+    """`" ".join(text.lower().split())`; of an ASCII text without a string per word:
+    each whitespace character made a space, runs of spaces halved until none is left,
+    the ends stripped."""
+    if not text.isascii():
+        return " ".join(text.lower().split())
+    out = text.lower()
+    for char in ASCII_WHITESPACE:
+        if char in out:
+            out = out.replace(char, " ")
+    while "  " in out:
+        out = out.replace("  ", " ")
+    return out.strip(" ")
 
 
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_./-")  # `_WORD`'s class
@@ -980,18 +1051,46 @@ class _Kept:
                  calls_of: Callable[[list[int]], list[str]]) -> None:
         self.nodes = list(nodes)  # (the walk appends to its list in place)
         self.parts = parts
-        self.text = "\n".join([parts.texts.get(n, "") for n in nodes])
+        self._texts = [parts.texts.get(n, "") for n in nodes]
+        self._text: str | None = None
         self._calls_of = calls_of
+        self._call_lines: list[str] | None = None
         self._calls: str | None = None
         self._spaced: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The entries' texts joined by newlines (joined when first asked: `holds`
+        looks for a text without a newline in each entry instead)."""
+        if self._text is None:
+            self._text = "\n".join(self._texts)
+        return self._text
+
+    def holds(self, needle: str) -> bool:
+        """`needle in self.text`; a needle without a newline lies in one entry (the
+        newlines joining them are none of its characters), so it is looked for in each."""
+        if self._text is not None or "\n" in needle or not needle:
+            return needle in self.text
+        return any(map(contains, self._texts, repeat(needle)))
 
     @property
     def calls(self) -> str:
         """The name and arguments of each call on the surface, one a line (worked out
         when first asked: most facts are found in the text)."""
         if self._calls is None:
-            self._calls = "\n".join(self._calls_of(self.nodes))
+            self._calls = "\n".join(self._lines_of_calls())
         return self._calls
+
+    def _lines_of_calls(self) -> list[str]:
+        if self._call_lines is None:
+            self._call_lines = self._calls_of(self.nodes)
+        return self._call_lines
+
+    def calls_hold(self, needle: str) -> bool:
+        """`needle in self.calls`, looked for as `holds` looks."""
+        if self._calls is not None or "\n" in needle or not needle:
+            return needle in self.calls
+        return any(map(contains, self._lines_of_calls(), repeat(needle)))
 
     @property
     def spaced(self) -> str:
@@ -1003,16 +1102,12 @@ class _Kept:
         return self._spaced
 
     def path(self, path: str) -> str:
-        forms = path_forms(path)
-        # a form holding the shortest one is on the surface only if that one is: search the
-        # surface for the shortest and for the forms that do not hold it (a `a//b` path)
-        wanted = [f for f in forms if f is forms[0] or forms[0] not in f]
-        if any(f in self.text for f in wanted):
+        wanted, base = _path_search(path)
+        if any(map(self.holds, wanted)):
             return "yes"
-        if any(f in self.calls for f in wanted):
+        if any(map(self.calls_hold, wanted)):
             return "partly"
-        base = forms[0].rsplit("/", 1)[-1] if forms else ""
-        if "." in base.strip(".") and len(base) >= 6 and base in self.text and re.search(
+        if "." in base.strip(".") and len(base) >= 6 and self.holds(base) and re.search(
                 r"(?<![\w./-])" + re.escape(base) + r"(?![\w/-]|\.\w)", self.text):
             return "partly"  # named by its file name alone: which file is not said
         return "no"
@@ -1021,7 +1116,23 @@ class _Kept:
         low = " ".join(text.lower().split())
         if low and low[:200] in self.spaced:
             return "yes"
-        share = self.share(low)
+        # `share(low)`'s band (0.8 and more, 0.4 and more, less), its words looked for
+        # only until the band is known
+        words = set(_WORD.findall(low))
+        n, found, left = len(words), 0, len(words)
+        spaced = self.spaced
+        for word in words:
+            left -= 1
+            if _has_word(spaced, word):
+                found += 1
+                if found / n >= 0.8:
+                    return "yes"
+            most = (found + left) / n  # the share if every word left is found
+            if most < 0.4:
+                return "no"
+            if most < 0.8 and found / n >= 0.4:
+                return "partly"
+        share = found / n if n else 0.0
         return "yes" if share >= 0.8 else "partly" if share >= 0.4 else "no"
 
     def share(self, low: str) -> float:
@@ -1037,16 +1148,16 @@ def _kept(kind: str, use: ToolUse | None, text: str, kept: _Kept) -> str:
     if kind in ("instruction", "decision", "other", "finding"):
         return kept.said(text)
     if kind == "identifier":
-        return "yes" if text in kept.text else "no"
+        return "yes" if kept.holds(text) else "no"
     if use is None:
         return kept.said(text)
     if use.kind in ("file-read", "file-edit", "file-create"):
         return kept.path(use.target) if use.target else "no"
     command = use.target
-    if command and command[:120] in kept.text:
+    if command and kept.holds(command[:120]):
         outcome = text.split(" -> ", 1)[-1] if " -> " in text else text.split(": ", 1)[-1]
-        return "yes" if outcome and outcome[:60] in kept.text else "partly"
-    if command and command[:120] in kept.calls:
+        return "yes" if outcome and kept.holds(outcome[:60]) else "partly"
+    if command and kept.calls_hold(command[:120]):
         return "partly"
     return "no"
 
@@ -1392,7 +1503,7 @@ def _find_redos(log: LogData, reader: _Reader, facts: list[Fact],
             kind = types[seq]
             if kind == "assistant/message":
                 acts = reader.acts.get(seq, ())
-                asks = not any(btype == "tool-call" for btype, _, _, _ in acts)
+                asks = seq not in reader.calling  # (no tool call among its acts)
                 for btype, name, arguments, call_id in acts:
                     if btype == "text":
                         if not asks:  # a question beside a call is not put to the user
