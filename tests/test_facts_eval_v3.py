@@ -414,3 +414,36 @@ class TestCommittedPacketV4:
                                "--check"], capture_output=True, text=True, cwd=ROOT,
                               timeout=600)
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+class TestBootstrapByLog:
+    """`evaluate(..., by_log=True)`: the replaces of one log are resampled together."""
+
+    def _report(self, by_log: bool) -> dict[str, object]:
+        items = {"a1:1": {"label": "fact", "kind": "command"},
+                 "a2:1": {"label": "fact", "kind": "command"},
+                 "b1:1": {"label": "fact", "kind": "command"}}
+        cases = [evaluate.Case("a1", "replay", [], 0, [1], "log-a"),
+                 evaluate.Case("a2", "replay", [], 0, [1], "log-a"),
+                 evaluate.Case("b1", "replay", [], 0, [1], "log-b")]
+
+        def rules(case: object) -> object:  # finds the fact of log a's replaces only
+            rid = case.rid  # type: ignore[attr-defined]
+            return evaluate.Predicted(items=[(f"{rid}:1", "command", "no")]
+                                      if rid.startswith("a") else [])
+
+        return evaluate.evaluate(cases, items, {}, resamples=200, seed=3,
+                                 rule_sets={"new": rules}, by_log=by_log)
+
+    def test_the_values_are_those_of_replaces_and_the_draws_are_of_logs(self) -> None:
+        plain, clustered = self._report(False), self._report(True)
+        row = clustered["results"]["new"]["all"]["facts recall@10 (exact)"]  # type: ignore[index]
+        assert row["value"] == plain["results"]["new"]["all"][  # type: ignore[index]
+            "facts recall@10 (exact)"]["value"] == pytest.approx(2 / 3)
+        # two logs: a resample holds log a twice (1.0), b twice (0.0) or both (2/3)
+        assert row["low"] == 0.0 and row["high"] == 1.0
+        assert clustered["resampled"] == "logs" and "resampled" not in plain
+
+    def test_the_markdown_says_what_was_resampled(self) -> None:
+        assert "resamplings of the source logs" in evaluate.markdown(self._report(True))
+        assert "resamplings of the replaces" in evaluate.markdown(self._report(False))

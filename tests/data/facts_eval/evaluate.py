@@ -67,14 +67,15 @@ OLD_REDOS = {"repeated-call": "repeat-call", "same-target": "re-read", "re-asked
 
 @dataclass
 class Case:
-    """One replace to score: its id, recorded or replay, its log, the replacement's seq
-    and the hidden seqs."""
+    """One replace to score: its id, recorded or replay, its log, the replacement's seq,
+    the hidden seqs, and the source file it came from (the unit `--by-log` resamples)."""
 
     rid: str
     origin: str
     events: list[Any]
     seq: int
     run: list[int]
+    log: str = ""
 
 
 @dataclass
@@ -309,26 +310,47 @@ def bootstrap(counts: Sequence[Counts], *, resamples: int, seed: int
     return out
 
 
+def _by_log(rows: Sequence[tuple[str, Counts]], by_log: bool) -> list[Counts]:
+    """The counts to resample: one per replace, or (`by_log`) one per log, its replaces'
+    counts summed (every figure is a ratio of sums, so the point values do not move)."""
+    if not by_log:
+        return [c for _, c in rows]
+    summed: dict[str, Counts] = {}
+    for log, c in rows:
+        into = summed.setdefault(log, {})
+        for key, value in c.items():
+            into[key] = into.get(key, 0) + value
+    return list(summed.values())
+
+
 def evaluate(cases: Iterable[Case], items: Mapping[str, Mapping[str, Any]],
              actions: Mapping[str, Mapping[str, Any]], *, resamples: int = 2000,
              seed: int = 26,
-             rule_sets: Mapping[str, Callable[[Case], Predicted]] | None = None
-             ) -> dict[str, Any]:
+             rule_sets: Mapping[str, Callable[[Case], Predicted]] | None = None,
+             by_log: bool = False) -> dict[str, Any]:
     """The report: per rule set and group (all, recorded, replay), every figure (key-fact
-    recall too when any item label carries `key`, as packet v3's do)."""
+    recall too when any item label carries `key`, as packet v3's do). With `by_log` the
+    bootstrap resamples source logs, each with all its replaces of the group (a cluster
+    bootstrap: replaces of one log are not independent); the values are the same."""
     rule_sets = rule_sets or {"old": old_rules, "new": new_rules}
     key = any("key" in row for row in items.values())
     per: dict[str, list[tuple[str, Counts]]] = {name: [] for name in rule_sets}
+    logs: dict[str, list[str]] = {}
     n_cases = 0
     for case in cases:
         n_cases += 1
         for name, run in rule_sets.items():
             per[name].append((case.origin, count(case, run(case), items, actions, key=key)))
+            logs.setdefault(name, []).append(case.log or case.rid)
     out: dict[str, Any] = {"replaces": n_cases, "resamples": resamples, "seed": seed,
                            "results": {}}
+    if by_log:
+        out["resampled"] = "logs"
     for name, rows in per.items():
         out["results"][name] = {
-            group: bootstrap([c for origin, c in rows if group == "all" or origin == group],
+            group: bootstrap(_by_log([(log, c) for (origin, c), log in zip(
+                                 rows, logs[name], strict=True)
+                                 if group == "all" or origin == group], by_log),
                              resamples=resamples, seed=seed)
             for group in ("all", "recorded", "replay")}
         out["results"][name]["replaces"] = {
@@ -340,8 +362,10 @@ def evaluate(cases: Iterable[Case], items: Mapping[str, Mapping[str, Any]],
 def markdown(report: Mapping[str, Any]) -> str:
     """The report as a Markdown table: one row per figure and group, old beside new."""
     names = list(report["results"])
+    unit = ("the source logs (each with all its replaces)"
+            if report.get("resampled") == "logs" else "the replaces")
     lines = [f"Replaces: {report['replaces']}; bootstrap: {report['resamples']} "
-             f"resamplings of the replaces, seed {report['seed']}; 95% intervals.", "",
+             f"resamplings of {unit}, seed {report['seed']}; 95% intervals.", "",
              "| figure | group | " + " | ".join(names) + " |",
              "|---|---|" + "---|" * len(names)]
     first = report["results"][names[0]]
@@ -373,7 +397,7 @@ def packet_cases(packet: str = "v2") -> list[Case]:
     with build_packet.py's own functions."""
     import build_packet
 
-    return [Case(r.rid, r.origin, list(r.events), r.seq, list(r.run))
+    return [Case(r.rid, r.origin, list(r.events), r.seq, list(r.run), r.source.path)
             for name in packet.split("+")
             for r in build_packet.collect(build_packet.SETS[name])]
 
@@ -390,6 +414,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--md", type=Path, help="write the Markdown table here")
     parser.add_argument("--resamples", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=26)
+    parser.add_argument("--by-log", action="store_true",
+                        help="resample source logs, each with all its replaces, instead of "
+                        "replaces (a cluster bootstrap: wider, more honest intervals)")
     args = parser.parse_args(argv)
     try:
         items, actions = read_labels(args.labels)
@@ -408,7 +435,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{args.labels}: no label is of a replace of packet {args.packet} "
               "(is --packet right?)", file=sys.stderr)
         return 2
-    report = evaluate(cases, items, actions, resamples=args.resamples, seed=args.seed)
+    report = evaluate(cases, items, actions, resamples=args.resamples, seed=args.seed,
+                      by_log=args.by_log)
     table = markdown(report)
     print(table, end="")
     if args.md:
