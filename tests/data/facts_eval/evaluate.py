@@ -335,13 +335,13 @@ def evaluate(cases: Iterable[Case], items: Mapping[str, Mapping[str, Any]],
     rule_sets = rule_sets or {"old": old_rules, "new": new_rules}
     key = any("key" in row for row in items.values())
     per: dict[str, list[tuple[str, Counts]]] = {name: [] for name in rule_sets}
-    logs: dict[str, list[str]] = {}
+    logs: list[str] = []  # each case's source log, in the order of `per`'s rows
     n_cases = 0
     for case in cases:
         n_cases += 1
+        logs.append(case.log or case.rid)
         for name, run in rule_sets.items():
             per[name].append((case.origin, count(case, run(case), items, actions, key=key)))
-            logs.setdefault(name, []).append(case.log or case.rid)
     out: dict[str, Any] = {"replaces": n_cases, "resamples": resamples, "seed": seed,
                            "results": {}}
     if by_log:
@@ -349,7 +349,7 @@ def evaluate(cases: Iterable[Case], items: Mapping[str, Mapping[str, Any]],
     for name, rows in per.items():
         out["results"][name] = {
             group: bootstrap(_by_log([(log, c) for (origin, c), log in zip(
-                                 rows, logs[name], strict=True)
+                                 rows, logs, strict=True)
                                  if group == "all" or origin == group], by_log),
                              resamples=resamples, seed=seed)
             for group in ("all", "recorded", "replay")}
@@ -416,7 +416,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=26)
     parser.add_argument("--by-log", action="store_true",
                         help="resample source logs, each with all its replaces, instead of "
-                        "replaces (a cluster bootstrap: wider, more honest intervals)")
+                        "replaces (a cluster bootstrap: replaces of one log are not "
+                        "independent)")
     args = parser.parse_args(argv)
     try:
         items, actions = read_labels(args.labels)
