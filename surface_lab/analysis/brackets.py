@@ -14,7 +14,7 @@ import msgspec
 
 from ..events import Event, mapping_at
 from ..messages import text_tokens
-from ..reading.sequences import LogEvents
+from ..reading.sequences import LogEvents, decode_line
 from ..surface import REPLACE
 from .source import LogData
 
@@ -93,16 +93,12 @@ def _trace(log: LogData, seq: int) -> tuple[str, Mapping[str, Any]]:
     it: decoded from its line alone where the reader kept the log packed, else (or if
     the types do not take the line) read whole."""
     view = log.events.line_view(seq) if isinstance(log.events, LogEvents) else None
-    if view is not None:
-        try:
-            line = _TRACE.decode(view)
-        except msgspec.DecodeError:
-            line = None
-        if line is not None:
-            data = line.data
-            return line.type, {} if data is None else {
-                "compactionId": data.compactionId, "shadowedSeqs": data.shadowedSeqs,
-                "restoredSeqs": data.restoredSeqs, "imported": data.imported}
+    line = decode_line(_TRACE, view)
+    if line is not None:
+        data = line.data
+        return line.type, {} if data is None else {
+            "compactionId": data.compactionId, "shadowedSeqs": data.shadowedSeqs,
+            "restoredSeqs": data.restoredSeqs, "imported": data.imported}
     event = log.read(seq)
     return event["type"], mapping_at(event, "data")
 

@@ -30,7 +30,7 @@ import msgspec
 
 from ..events import message_of
 from ..jsonvalue import loads
-from ..reading.sequences import LogEvents
+from ..reading.sequences import LogEvents, decode_line
 from ..surface import PlanList, apply_plan
 from .brackets import brackets, settle_points
 from .facts import author_from
@@ -835,18 +835,15 @@ class _Reader:
         event = self.events.get(result_seq)
         line = (self.log.events.line_view(result_seq)
                 if event is None and isinstance(self.log.events, LogEvents) else None)
-        if line is not None:
-            try:
-                data = _FAILED.decode(line).data
-            except msgspec.DecodeError:
-                pass
-            else:
-                if data is None:
-                    return False
-                if data.error:
-                    return True
-                content = data.message.content if data.message is not None else None
-                return any(b.isError for b in content or ())
+        typed = decode_line(_FAILED, line)
+        if typed is not None:
+            data = typed.data
+            if data is None:
+                return False
+            if data.error:
+                return True
+            content = data.message.content if data.message is not None else None
+            return any(b.isError for b in content or ())
         return _is_error_result(self.event(result_seq))
 
     def tool_calls(self, seq: int) -> list[tuple[str, Any, str]]:

@@ -19,7 +19,7 @@ from ..events import Event, mapping_at
 from ..jsonvalue import MAX_SAFE_INTEGER, as_int
 from ..messages import blocks_chars, blocks_text, message_text, text_tokens
 from ..reading.lines import TYPE_NAMES
-from ..reading.sequences import LogEvents
+from ..reading.sequences import LogEvents, decode_line
 from ..surface import APPEND, LOG_ONLY, REPLACE, Plan, PlanList
 
 __all__ = [
@@ -275,15 +275,11 @@ def _decoded_chunk(events: Sequence[Event], seq: int, view: memoryview | None
                    ) -> tuple[bool, Any]:
     """(is a usage chunk, its usage) of the chunk `events[seq]`, decoded from its line
     `view` where it has one and the types take it, else read from memory."""
-    if view is not None:
-        try:
-            line = _CHUNK.decode(view)
-        except msgspec.DecodeError:
-            line = None
-        if line is not None:
-            chunk = line.data.chunk if line.data is not None else None
-            return (chunk is not None and chunk.type == "usage",
-                    chunk.usage if chunk is not None else None)
+    line = decode_line(_CHUNK, view)
+    if line is not None:
+        chunk = line.data.chunk if line.data is not None else None
+        return (chunk is not None and chunk.type == "usage",
+                chunk.usage if chunk is not None else None)
     data = mapping_at(events[seq].get("data"), "chunk")
     return data.get("type") == "usage", data.get("usage")
 
@@ -308,15 +304,11 @@ def _read_unit(events: Sequence[Event], seq: int, view: memoryview | None
     its text where the line is read whole: see `_text_of`): decoded from its line
     `view` alone where the reader kept the log packed, else read from memory. (The
     content apart, so that a caller that only measures it lets it go.)"""
-    if view is not None:
-        try:
-            line = _REPLY.decode(view)
-        except msgspec.DecodeError:
-            line = None
-        if line is not None and line.data is not None:
-            message = line.data.message
-            return _typed_unit(line.data, line.sourceEventSeqs), (
-                message.content if message is not None else None)
+    line = decode_line(_REPLY, view)
+    if line is not None and line.data is not None:
+        message = line.data.message
+        return _typed_unit(line.data, line.sourceEventSeqs), (
+            message.content if message is not None else None)
     event = events.raw(seq) if isinstance(events, LogEvents) else events[seq]
     return _event_unit(event), message_text(event)
 
@@ -384,11 +376,8 @@ def _entry_content(events: Sequence[Event], seq: int, view: memoryview | None) -
     """The content of the event `seq`'s message as `_read_unit` gives it: its typed
     blocks, decoded from its line `view` alone where the reader kept the log packed, or
     its `message_text` where the line is read whole (one the types do not take)."""
-    if view is None:
-        return message_text(events.raw(seq) if isinstance(events, LogEvents) else events[seq])
-    try:
-        line = _TEXT.decode(view)
-    except msgspec.DecodeError:
+    line = decode_line(_TEXT, view)
+    if line is None:  # no line, or one the types do not take: read whole
         return message_text(events.raw(seq) if isinstance(events, LogEvents) else events[seq])
     data = line.data
     if data is None:
@@ -538,7 +527,6 @@ def _usages(events: Sequence[Event], seqs: list[int], units: Mapping[int, _Unit]
     else:
         packed, data, begins, ends = False, b"", [-1] * len(ahead), [-1] * len(ahead)
     view = memoryview(data)
-    decode = _CHUNK.decode
     out = []
     at = 0
     for seq, (unit, n, more) in zip(seqs, tails, strict=True):
@@ -554,14 +542,7 @@ def _usages(events: Sequence[Event], seqs: list[int], units: Mapping[int, _Unit]
                 if begin < 0 or (data.find(b"usage", begin, end) < 0
                                  and data.find(b"\\u", begin, end) < 0):
                     continue  # a delta, or a line with no usage (`_chunk_usage`)
-                try:
-                    line = decode(view[begin:end])
-                except msgspec.DecodeError:  # what the types do not take: from memory
-                    found, usage = _decoded_chunk(events, ahead[k], None)
-                else:
-                    chunk = line.data.chunk if line.data is not None else None
-                    found, usage = ((chunk.type == "usage", chunk.usage) if chunk is not None
-                                    else (False, None))
+                found, usage = _decoded_chunk(events, ahead[k], view[begin:end])
             if found:
                 break
         at += n
@@ -769,14 +750,9 @@ _STEP = msgspec.json.Decoder(_Step)
 
 def _step_unit(events: Sequence[Event], seq: int) -> tuple[_Unit, int | None]:
     """`_unit` of an assistant message without its text, and its time (`as_int`)."""
-    view = _line_view(events, seq)
-    if view is not None:
-        try:
-            line = _STEP.decode(view)
-        except msgspec.DecodeError:
-            line = None
-        if line is not None and line.data is not None:
-            return _typed_unit(line.data, line.sourceEventSeqs), as_int(line.time)
+    line = decode_line(_STEP, _line_view(events, seq))
+    if line is not None and line.data is not None:
+        return _typed_unit(line.data, line.sourceEventSeqs), as_int(line.time)
     event = events.raw(seq) if isinstance(events, LogEvents) else events[seq]
     return _event_unit(event), as_int(event.get("time"))  # (its text not read)
 

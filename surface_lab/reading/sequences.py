@@ -30,6 +30,19 @@ _ROW_AS_CHUNK = bytes(range(255)) + bytes((CODE["assistant/chunk"],))  # members
 
 
 B = TypeVar("B")
+T = TypeVar("T")
+
+
+def decode_line(decoder: msgspec.json.Decoder[T], view: memoryview | None) -> T | None:
+    """A stored line decoded by a reader's own types (`LogEvents.line_view`), or None
+    where there is no line (a packed row's member) or the types do not take it: the
+    caller then reads the event whole."""
+    if view is None:
+        return None
+    try:
+        return decoder.decode(view)
+    except msgspec.DecodeError:
+        return None
 
 
 class LineMessage(msgspec.Struct, Generic[B], gc=False):
